@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class GraphsConfig(AppConfig):
+    """Workflow graphs, their versions, runs and node executions."""
+
+    name = "graphs"

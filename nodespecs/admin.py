@@ -1,0 +1,228 @@
+"""Admin for spec authors: edit with validation, preview what agents see, revisions, YAML."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from nodespecs.models import DOCUMENT_FIELDS, NodeSpec, NodeSpecRevision
+from nodespecs.serialization import serialize_spec
+from nodespecs.services import (
+    SpecImportError,
+    spec_restore,
+    spec_save,
+    specs_from_yaml,
+    specs_import,
+    specs_to_yaml,
+)
+
+MAX_IMPORT_BYTES = 2 * 1024 * 1024
+
+
+class TagFilter(admin.SimpleListFilter):
+    title = "tag"
+    parameter_name = "tag"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        tags = {tag for row in NodeSpec.objects.values_list("tags", flat=True) for tag in row or []}
+        return [(tag, tag) for tag in sorted(tags)]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[NodeSpec]) -> QuerySet[NodeSpec]:
+        tag = self.value()
+        if not tag:
+            return queryset
+        # JSON containment is not portable to SQLite; the catalog is small enough to scan.
+        ids = [pk for pk, tags in queryset.values_list("pk", "tags") if tag in (tags or [])]
+        return queryset.filter(pk__in=ids)
+
+
+class NodeSpecForm(forms.ModelForm):
+    class Meta:
+        model = NodeSpec
+        fields = DOCUMENT_FIELDS
+        widgets = {
+            name: forms.Textarea(attrs={"rows": 8, "cols": 100, "class": "vLargeTextField json"})
+            for name in (
+                "aliases",
+                "configurations",
+                "input_params",
+                "output_params",
+                "input_ports",
+                "output_ports",
+                "tags",
+                "attached_nodes",
+                "examples",
+            )
+        }
+
+
+class ImportForm(forms.Form):
+    file = forms.FileField(
+        required=False, help_text="A .yaml file with one spec or a list of specs."
+    )
+    text = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 16, "cols": 100}),
+        label="or paste YAML",
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        upload = data.get("file")
+        if upload is not None:
+            if upload.size > MAX_IMPORT_BYTES:
+                raise forms.ValidationError(
+                    f"The file is larger than {MAX_IMPORT_BYTES // 1024} KiB."
+                )
+            try:
+                data["text"] = upload.read().decode("utf-8")
+            except UnicodeDecodeError:
+                raise forms.ValidationError("The file is not UTF-8 text.") from None
+        if not (data.get("text") or "").strip():
+            raise forms.ValidationError("Choose a YAML file or paste YAML.")
+        try:
+            data["documents"] = specs_from_yaml(data["text"])
+        except SpecImportError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return data
+
+
+@admin.register(NodeSpec)
+class NodeSpecAdmin(admin.ModelAdmin):
+    form = NodeSpecForm
+    list_display = ("name", "display_name", "node_type", "source", "version", "updated_at")
+    list_filter = ("node_type", "source", TagFilter)
+    search_fields = ("subtype", "display_name", "description", "tags")
+    ordering = ("node_type", "subtype")
+    actions = ["export_yaml"]
+    readonly_fields = ("source", "created_at", "updated_at", "revision_history", "agent_preview")
+    fieldsets = (
+        (None, {"fields": ("node_type", "subtype", "version", "display_name", "description")}),
+        ("Parameters", {"fields": ("configurations", "input_params", "output_params")}),
+        (
+            "Discovery",
+            {"fields": ("tags", "aliases", "attached_nodes", "examples")},
+        ),
+        ("Legacy ports", {"fields": ("input_ports", "output_ports"), "classes": ("collapse",)}),
+        ("Record", {"fields": ("source", "created_at", "updated_at", "revision_history")}),
+        ("What an agent receives from get_node_details", {"fields": ("agent_preview",)}),
+    )
+
+    @admin.display(description="node", ordering="subtype")
+    def name(self, spec: NodeSpec) -> str:
+        return str(spec)
+
+    @admin.display(description="preview")
+    def agent_preview(self, spec: NodeSpec) -> str:
+        if spec.pk is None:
+            return "Save the spec to see the preview."
+        preview = json.dumps(serialize_spec(spec.document()), indent=2, ensure_ascii=False)
+        return format_html('<pre class="agent-preview">{}</pre>', preview)
+
+    @admin.display(description="revisions")
+    def revision_history(self, spec: NodeSpec) -> str:
+        if spec.pk is None:
+            return "-"
+        url = reverse("admin:nodespecs_nodespec_revisions", args=[spec.pk])
+        return format_html(
+            '<a href="{}">{} revisions: see and restore</a>', url, spec.revisions.count()
+        )
+
+    def save_model(
+        self, request: HttpRequest, obj: NodeSpec, form: forms.ModelForm, change: bool
+    ) -> None:
+        if not change:
+            obj.source = NodeSpec.Source.CUSTOM
+        comment = "Changed " + ", ".join(form.changed_data) if change else "Created"
+        spec_save(spec=obj, author=request.user, comment=comment)
+
+    @admin.action(description="Export selected specs as YAML")
+    def export_yaml(self, request: HttpRequest, queryset: QuerySet[NodeSpec]) -> HttpResponse:
+        response = HttpResponse(specs_to_yaml(list(queryset)), content_type="application/yaml")
+        response["Content-Disposition"] = 'attachment; filename="node-specs.yaml"'
+        return response
+
+    def get_urls(self) -> list:
+        wrap = self.admin_site.admin_view
+        return [
+            path("import/", wrap(self.import_view), name="nodespecs_nodespec_import"),
+            path(
+                "<int:pk>/revisions/",
+                wrap(self.revisions_view),
+                name="nodespecs_nodespec_revisions",
+            ),
+            path(
+                "<int:pk>/revisions/<int:number>/restore/",
+                wrap(self.restore_view),
+                name="nodespecs_nodespec_restore",
+            ),
+            *super().get_urls(),
+        ]
+
+    def _context(self, request: HttpRequest, title: str, **extra: Any) -> dict[str, Any]:
+        return {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": title,
+            **extra,
+        }
+
+    def import_view(self, request: HttpRequest) -> HttpResponse:
+        if not (self.has_add_permission(request) and self.has_change_permission(request)):
+            raise PermissionDenied
+        form = ImportForm(request.POST or None, request.FILES or None)
+        report = None
+        if request.method == "POST" and form.is_valid():
+            report = specs_import(documents=form.cleaned_data["documents"], author=request.user)
+            level = messages.WARNING if report.failed else messages.SUCCESS
+            self.message_user(request, f"Import: {report.summary()}.", level)
+        context = self._context(request, "Import node specs from YAML", form=form, report=report)
+        return TemplateResponse(request, "admin/nodespecs/nodespec/import.html", context)
+
+    def revisions_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        spec = get_object_or_404(NodeSpec, pk=pk)
+        if not self.has_view_permission(request, spec):
+            raise PermissionDenied
+        revisions = spec.revisions.select_related("author").order_by("-number")
+        context = self._context(
+            request,
+            f"Revisions of {spec}",
+            spec=spec,
+            revisions=[
+                (revision, json.dumps(revision.document, indent=2, ensure_ascii=False))
+                for revision in revisions
+            ],
+            can_restore=self.has_change_permission(request, spec),
+        )
+        return TemplateResponse(request, "admin/nodespecs/nodespec/revisions.html", context)
+
+    def restore_view(self, request: HttpRequest, pk: int, number: int) -> HttpResponse:
+        revision = get_object_or_404(NodeSpecRevision, spec_id=pk, number=number)
+        if not self.has_change_permission(request, revision.spec):
+            raise PermissionDenied
+        if request.method != "POST":
+            return HttpResponseRedirect(reverse("admin:nodespecs_nodespec_revisions", args=[pk]))
+        try:
+            spec_restore(revision=revision, author=request.user)
+        except ValidationError as exc:
+            self.message_user(
+                request,
+                f"Revision {number} no longer passes validation, so it was not restored: "
+                f"{'; '.join(exc.messages)}. Edit the spec by hand instead.",
+                messages.ERROR,
+            )
+            return HttpResponseRedirect(reverse("admin:nodespecs_nodespec_revisions", args=[pk]))
+        self.message_user(
+            request, f"Restored {revision.spec} to revision {number}.", messages.SUCCESS
+        )
+        return HttpResponseRedirect(reverse("admin:nodespecs_nodespec_change", args=[pk]))

@@ -1,0 +1,191 @@
+"""The node knowledge service: what agents ask about the catalog, answered as plain data.
+
+These functions are the contract of the MCP tools `get_node_types`, `get_node_details` and
+`search_nodes` (see seeds 000 and 001); the MCP and REST layers only parse and format.
+Each takes an optional `registry` so that tests and benchmarks can query a catalog that is
+not in the database.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from nodespecs.names import UnknownNodeType, resolve_node_type
+from nodespecs.registry import Registry, current_registry
+from nodespecs.specformat import NODE_TYPES
+
+MAX_SEARCH_RESULTS = 100
+MAX_NODES_PER_CALL = 50
+
+
+class KnowledgeError(ValueError):
+    """A request the service cannot answer; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class NodeTypes:
+    node_types: dict[str, list[str]]
+    warning: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The seed's response shape (type → subtypes), plus `warning` when one applies."""
+        result: dict[str, Any] = dict(self.node_types)
+        if self.warning:
+            result["warning"] = self.warning
+        return result
+
+
+def _type_filter(raw: str | None) -> tuple[str | None, str | None]:
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None, None
+    try:
+        node_type, note = resolve_node_type(raw)
+    except UnknownNodeType as exc:
+        raise KnowledgeError(f"type_filter: {exc}") from None
+    return node_type, (f"Auto-corrected type_filter: {note}." if note else None)
+
+
+def get_node_types(
+    type_filter: str | None = None, *, registry: Registry | None = None
+) -> NodeTypes:
+    """All node types with their sorted subtypes, or only `type_filter`'s.
+
+    A filter one `_NODE` suffix, case or typo away from a type is corrected with a warning;
+    any other bad filter raises `KnowledgeError` listing the valid types.
+    """
+    registry = registry or current_registry()
+    node_type, warning = _type_filter(type_filter)
+    if node_type is None:
+        return NodeTypes({t: list(registry.types.get(t, [])) for t in NODE_TYPES})
+    return NodeTypes({node_type: list(registry.types.get(node_type, []))}, warning)
+
+
+def _view(
+    detail: dict[str, Any], *, include_examples: bool, include_schemas: bool
+) -> dict[str, Any]:
+    """A shallow copy of a full serialisation with the optional parts left out."""
+    view = dict(detail)
+    if not include_examples:
+        view.pop("examples", None)
+    if not include_schemas:
+        view.pop("input_params_schema", None)
+        view.pop("output_params_schema", None)
+        for ports in ("input_ports", "output_ports"):
+            view[ports] = [
+                {**port, "data_format": None, "validation_schema": None} for port in view[ports]
+            ]
+    return view
+
+
+def get_node_details(
+    nodes: list[dict[str, Any]],
+    include_examples: bool = True,
+    include_schemas: bool = True,
+    *,
+    registry: Registry | None = None,
+) -> list[dict[str, Any]]:
+    """Full specs for each requested `{node_type, subtype}`, in request order.
+
+    Names are corrected where the intent is clear (`ACTION_NODE`, case, older aliases,
+    near-miss subtypes) and the entry then carries a `warning`. A node that cannot be found
+    gets an entry with an `error` and `suggestions`; the other entries are unaffected.
+    The returned dicts share nested data with the registry: treat them as read-only.
+    """
+    if not isinstance(nodes, list) or not nodes:
+        raise KnowledgeError(
+            'nodes must be a non-empty list such as [{"node_type": "ACTION", '
+            '"subtype": "HTTP_REQUEST"}]; call get_node_types to see valid names.'
+        )
+    if len(nodes) > MAX_NODES_PER_CALL:
+        raise KnowledgeError(
+            f"nodes has {len(nodes)} entries; ask for at most {MAX_NODES_PER_CALL} per call."
+        )
+    registry = registry or current_registry()
+    results = []
+    for position, request in enumerate(nodes):
+        if not isinstance(request, dict):
+            results.append(
+                {"error": f"nodes[{position}] must be an object with node_type and subtype."}
+            )
+            continue
+        raw_type, raw_subtype = request.get("node_type"), request.get("subtype")
+        if not isinstance(raw_type, str) or not isinstance(raw_subtype, str):
+            results.append(
+                {
+                    "node_type": raw_type,
+                    "subtype": raw_subtype,
+                    "error": f"nodes[{position}] needs string fields node_type and subtype.",
+                }
+            )
+            continue
+        resolution = registry.resolver.resolve(raw_type, raw_subtype)
+        if resolution.key is None:
+            hint = (
+                f" Closest valid names: {', '.join(resolution.suggestions)}."
+                if resolution.suggestions
+                else ""
+            )
+            results.append(
+                {
+                    "node_type": raw_type,
+                    "subtype": raw_subtype,
+                    "error": f"Node specification not found: {raw_type}/{raw_subtype}.{hint} "
+                    "Call get_node_types for every valid name.",
+                    "suggestions": resolution.suggestions,
+                }
+            )
+            continue
+        view = _view(
+            registry.detail(resolution.key),
+            include_examples=include_examples,
+            include_schemas=include_schemas,
+        )
+        if resolution.warning:
+            view["warning"] = resolution.warning
+        results.append(view)
+    return results
+
+
+def search_nodes(
+    query: str,
+    max_results: int = 10,
+    include_details: bool = False,
+    type_filter: str | None = None,
+    *,
+    registry: Registry | None = None,
+) -> list[dict[str, Any]]:
+    """Specs ranked by relevance to a natural-language query, best first, with scores.
+
+    Without `include_details` each result is a summary (type, subtype, name, description,
+    score, matched terms); with it, the full spec plus the score.
+    """
+    if not isinstance(query, str) or not query.strip():
+        raise KnowledgeError(
+            "query is empty; describe what the node should do, e.g. 'send an email'."
+        )
+    if (
+        isinstance(max_results, bool)
+        or not isinstance(max_results, int)
+        or not (1 <= max_results <= MAX_SEARCH_RESULTS)
+    ):
+        raise KnowledgeError(f"max_results must be a whole number from 1 to {MAX_SEARCH_RESULTS}.")
+    registry = registry or current_registry()
+    node_type, _ = _type_filter(type_filter)
+    results = []
+    for hit in registry.index.search(query, limit=max_results, node_type=node_type):
+        detail = registry.detail(hit.key)
+        if include_details:
+            result = dict(detail)
+        else:
+            result = {
+                "node_type": detail["node_type"],
+                "subtype": detail["subtype"],
+                "display_name": detail["display_name"],
+                "description": detail["description"],
+                "tags": detail["tags"],
+            }
+        result["relevance_score"] = hit.score
+        result["matched_terms"] = list(hit.matched_terms)
+        results.append(result)
+    return results

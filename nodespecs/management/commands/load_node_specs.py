@@ -1,0 +1,38 @@
+"""`python manage.py load_node_specs [--force]`: load the built-in catalog."""
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from nodespecs.catalog import load_builtin_catalog
+from nodespecs.specformat import SpecFormatError
+
+
+class Command(BaseCommand):
+    help = (
+        "Create or update the built-in node specs from nodespecs/catalog/. Specs an author "
+        "edited are left alone unless --force is given."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help="Overwrite specs that were edited locally (their revisions keep the edits).",
+        )
+
+    def handle(self, *args: object, force: bool = False, **options: object) -> None:
+        try:
+            report = load_builtin_catalog(force=force)
+        except SpecFormatError as exc:
+            raise CommandError(f"The built-in catalog is invalid: {exc}") from None
+        verbose = int(options.get("verbosity", 1)) > 1
+        for label, names in (("created", report.created), ("updated", report.updated)):
+            if names and (verbose or len(names) <= 10):
+                self.stdout.write(f"{label}: {', '.join(names)}")
+        for name, reason in report.skipped.items():
+            self.stdout.write(self.style.WARNING(f"skipped {name}: {reason}"))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Node specs: {len(report.created)} created, {len(report.updated)} updated, "
+                f"{len(report.unchanged)} unchanged, {len(report.skipped)} skipped."
+            )
+        )

@@ -1,0 +1,86 @@
+"""The in-memory registry that knowledge queries read.
+
+Building it (serialising every spec, indexing it for search) takes milliseconds per hundred
+specs, so it is built once and reused until the catalog changes. A change to any spec bumps
+a generation token in Django's cache; each process compares its registry's token with the
+cache's before answering, so with a shared cache (Redis) every instance sees an admin's edit
+at its next query.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from django.core.cache import cache
+
+from nodespecs.names import NameResolver
+from nodespecs.search import SearchIndex
+from nodespecs.serialization import serialize_spec
+from nodespecs.specformat import NODE_TYPES
+
+GENERATION_KEY = "nodespecs:catalog-generation"
+
+
+class Registry:
+    """An immutable view of the catalog: serialisations, a name resolver and a search index."""
+
+    def __init__(self, documents: Iterable[dict[str, Any]], generation: str = ""):
+        documents = list(documents)
+        self.generation = generation
+        self._documents = {(doc["node_type"], doc["subtype"]): doc for doc in documents}
+        self._details: dict[tuple[str, str], dict[str, Any]] = {}
+        aliases = {
+            (doc["node_type"], alias): (doc["node_type"], doc["subtype"])
+            for doc in documents
+            for alias in doc.get("aliases") or []
+        }
+        self.resolver = NameResolver(self._documents.keys(), aliases)
+        self.index = SearchIndex(documents)
+        self.types: dict[str, list[str]] = {node_type: [] for node_type in NODE_TYPES}
+        for node_type, subtype in sorted(self._documents):
+            self.types.setdefault(node_type, []).append(subtype)
+
+    def detail(self, key: tuple[str, str]) -> dict[str, Any]:
+        """The full agent-facing serialisation of a spec, built at first use and then reused."""
+        detail = self._details.get(key)
+        if detail is None:
+            detail = self._details[key] = serialize_spec(self._documents[key])
+        return detail
+
+
+_lock = threading.Lock()
+_current: Registry | None = None
+
+
+def catalog_changed() -> None:
+    """Tell every process that the catalog changed (call after the change is committed)."""
+    cache.set(GENERATION_KEY, uuid.uuid4().hex, timeout=None)
+
+
+def _generation() -> str:
+    generation = cache.get(GENERATION_KEY)
+    if generation is None:
+        # A cold or flushed cache: start a new generation so no stale registry is trusted.
+        cache.add(GENERATION_KEY, uuid.uuid4().hex, timeout=None)
+        generation = cache.get(GENERATION_KEY)
+    return generation
+
+
+def current_registry() -> Registry:
+    """The registry for the catalog as it is now, rebuilt only when it has changed."""
+    global _current
+    generation = _generation()
+    registry = _current
+    if registry is not None and registry.generation == generation:
+        return registry
+    with _lock:
+        if _current is not None and _current.generation == generation:
+            return _current
+        from nodespecs.models import DOCUMENT_FIELDS, NodeSpec
+
+        rows = NodeSpec.objects.values(*DOCUMENT_FIELDS)
+        _current = Registry(rows, generation)
+        return _current

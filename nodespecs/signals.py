@@ -1,0 +1,13 @@
+"""Keep the knowledge registry in step with the catalog tables."""
+
+from django.db import transaction
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
+
+from nodespecs.models import NodeSpec
+from nodespecs.registry import catalog_changed
+
+
+@receiver([post_save, post_delete], sender=NodeSpec)
+def _spec_changed(**kwargs: object) -> None:
+    transaction.on_commit(catalog_changed)

@@ -1,0 +1,51 @@
+"""The registry follows the catalog table: an edit is visible at the next query."""
+
+from nodespecs.knowledge import get_node_details, get_node_types, search_nodes
+from nodespecs.models import NodeSpec
+from nodespecs.services import spec_save
+
+
+def new_spec(**fields) -> NodeSpec:
+    return NodeSpec(
+        node_type="ACTION", subtype="PING", description="Send a ping to a host.", **fields
+    )
+
+
+def test_a_new_spec_is_found_after_it_is_committed(db, django_capture_on_commit_callbacks):
+    assert get_node_types("ACTION").node_types == {"ACTION": []}
+    with django_capture_on_commit_callbacks(execute=True):
+        spec_save(spec=new_spec())
+    assert get_node_types("ACTION").node_types == {"ACTION": ["PING"]}
+    assert search_nodes("ping a host")[0]["subtype"] == "PING"
+
+
+def test_an_edit_is_served_at_the_next_query(db, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        spec = new_spec()
+        spec_save(spec=spec)
+    assert get_node_details([{"node_type": "ACTION", "subtype": "PING"}])[0]["version"] == "1.0.0"
+    with django_capture_on_commit_callbacks(execute=True):
+        spec.version = "1.1.0"
+        spec_save(spec=spec)
+    assert get_node_details([{"node_type": "ACTION", "subtype": "PING"}])[0]["version"] == "1.1.0"
+
+
+def test_a_deleted_spec_disappears(db, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        spec = new_spec()
+        spec_save(spec=spec)
+    get_node_types()
+    with django_capture_on_commit_callbacks(execute=True):
+        spec.delete()
+    assert get_node_types("ACTION").node_types == {"ACTION": []}
+
+
+def test_queries_reuse_the_registry_without_touching_the_database(
+    db, django_assert_num_queries, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        spec_save(spec=new_spec())
+    get_node_types()
+    with django_assert_num_queries(0):
+        get_node_details([{"node_type": "ACTION", "subtype": "PING"}])
+        search_nodes("ping")
