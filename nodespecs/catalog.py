@@ -13,6 +13,7 @@ import yaml
 from nodespecs.models import NodeSpec
 from nodespecs.services import spec_save
 from nodespecs.specformat import (
+    SafeLoader,
     SpecDocument,
     SpecFormatError,
     dump_spec_document,
@@ -33,7 +34,7 @@ def read_builtin_catalog(directory: Path = CATALOG_DIR) -> list[SpecDocument]:
     documents: list[SpecDocument] = []
     seen: dict[tuple[str, str], str] = {}
     for path in sorted(directory.glob("*.yaml")):
-        entries = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+        entries = yaml.load(path.read_text(encoding="utf-8"), Loader=SafeLoader) or []
         for position, raw in enumerate(entries, start=1):
             try:
                 document = parse_spec_document(raw)

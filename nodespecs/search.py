@@ -225,6 +225,7 @@ class SearchIndex:
             field_counts.append(
                 {name: Counter(terms(text)) for name, text in spec_fields(document).items()}
             )
+        self._doc_terms = [frozenset().union(*doc.values()) for doc in field_counts]
         count = len(self.keys)
         average_length = {
             name: max(sum(doc[name].total() for doc in field_counts) / max(count, 1), 1.0)
@@ -267,18 +268,13 @@ class SearchIndex:
             cut = np.partition(scores[candidates], -limit)[-limit]
             candidates = candidates[scores[candidates] >= cut]
         ranked = sorted(candidates.tolist(), key=lambda p: (-scores[p], self.keys[p]))[:limit]
-        own_terms = [term for term, weight in weights.items() if weight == 1.0]
+        # Report the query's own words (not their stems) that each spec contains.
+        own_words = {_stem(word): word for word in words(query) if word not in STOPWORDS}
         return [
-            Hit(self.keys[p], round(float(scores[p]), 3), self._matched(p, own_terms))
+            Hit(
+                self.keys[p],
+                round(float(scores[p]), 3),
+                tuple(word for stem, word in own_words.items() if stem in self._doc_terms[p]),
+            )
             for p in ranked
         ]
-
-    def _matched(self, position: int, candidate_terms: list[str]) -> tuple[str, ...]:
-        matched = []
-        for term in candidate_terms:
-            posting = self._postings.get(term)
-            if posting is not None:
-                index = np.searchsorted(posting[0], position)
-                if index < len(posting[0]) and posting[0][index] == position:
-                    matched.append(term)
-        return tuple(matched)

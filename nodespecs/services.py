@@ -12,7 +12,13 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from nodespecs.models import NodeSpec, NodeSpecRevision
-from nodespecs.specformat import SpecFormatError, dump_spec_document, parse_spec_document
+from nodespecs.specformat import (
+    SafeDumper,
+    SafeLoader,
+    SpecFormatError,
+    dump_spec_document,
+    parse_spec_document,
+)
 
 
 @transaction.atomic
@@ -70,7 +76,7 @@ class ImportReport:
 def specs_from_yaml(text: str) -> list[dict[str, Any]]:
     """Read one spec, a list of specs, or a mapping with a `specs` list from YAML text."""
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=SafeLoader)
     except yaml.YAMLError as exc:
         raise SpecImportError(f"The file is not valid YAML: {exc}") from None
     if isinstance(data, dict) and isinstance(data.get("specs"), list):
@@ -92,7 +98,7 @@ def specs_from_yaml(text: str) -> list[dict[str, Any]]:
 def specs_to_yaml(specs: list[NodeSpec]) -> str:
     """Export specs as a YAML list that `specs_import` reads back unchanged."""
     documents = [spec.document() for spec in specs]
-    return yaml.safe_dump(documents, sort_keys=False, allow_unicode=True, width=100)
+    return yaml.dump(documents, Dumper=SafeDumper, sort_keys=False, allow_unicode=True, width=100)
 
 
 def _label(raw: dict[str, Any], position: int) -> str:

@@ -11,6 +11,12 @@ from nodespecs.specformat import dump_spec_document
 
 
 @pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """The user fixtures set passwords; the production hasher would cost ~0.5 s per user."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
 def _fresh_cache():
     """Each test starts with an empty cache, so no registry built by another test is reused."""
     cache.clear()

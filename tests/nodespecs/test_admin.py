@@ -1,0 +1,603 @@
+"""The spec admin as a new author meets it: list, edit with clear errors, preview, history, YAML."""
+
+from __future__ import annotations
+
+import html
+import json
+
+import pytest
+import yaml
+from django.contrib.auth.models import Permission
+from django.urls import reverse
+
+from nodespecs.models import DOCUMENT_FIELDS, NodeSpec, NodeSpecRevision
+from nodespecs.services import spec_save
+
+CHANGELIST = reverse("admin:nodespecs_nodespec_changelist")
+ADD = reverse("admin:nodespecs_nodespec_add")
+IMPORT = reverse("admin:nodespecs_nodespec_import")
+
+# WhiteNoise warns at start-up when STATIC_ROOT (filled by collectstatic) does not exist yet,
+# which it never does in a test run; that warning says nothing about the admin under test.
+
+
+def change_url(spec: NodeSpec) -> str:
+    return reverse("admin:nodespecs_nodespec_change", args=[spec.pk])
+
+
+def revisions_url(spec: NodeSpec) -> str:
+    return reverse("admin:nodespecs_nodespec_revisions", args=[spec.pk])
+
+
+def restore_url(spec: NodeSpec, number: int) -> str:
+    return reverse("admin:nodespecs_nodespec_restore", args=[spec.pk, number])
+
+
+def page_text(response) -> str:
+    """The response body with HTML entities decoded, so messages can be matched as written."""
+    return html.unescape(response.content.decode())
+
+
+def json_text(value) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def form_data(document: dict, *, shown: dict | None = None) -> dict[str, str]:
+    """What a browser posts from the add/change form: JSON fields as JSON text, and (as the
+    admin renders for fields with a callable default) the hidden `initial-` copy of the
+    value the page showed, which `changed_data` compares against. `shown` is the spec's
+    document before the edit; None for the add form, which shows the defaults."""
+    data = {}
+    for name in DOCUMENT_FIELDS:
+        field = NodeSpec._meta.get_field(name)
+        value = document.get(name, field.get_default())
+        if isinstance(value, str):
+            data[name] = value
+            continue
+        data[name] = json_text(value)
+        before = field.get_default() if shown is None else shown[name]
+        data[f"initial-{name}"] = json_text(before)
+    return data
+
+
+def new_document(**fields) -> dict:
+    return {
+        "node_type": "ACTION",
+        "subtype": "PING_HOST",
+        "version": "1.0.0",
+        "display_name": "Ping host",
+        "description": "Send an ICMP ping to a host and report whether it answered.",
+        "configurations": {
+            "host": {"type": "string", "description": "Host name or address.", "required": True},
+            "timeout": {"type": "integer", "description": "Seconds to wait.", "default": 5},
+        },
+        "tags": ["network", "ping"],
+        **fields,
+    }
+
+
+@pytest.fixture
+def spec(author) -> NodeSpec:
+    """A custom spec with one revision, written by the author."""
+    spec = NodeSpec(**new_document())
+    spec_save(spec=spec, author=author, comment="Created")
+    return spec
+
+
+@pytest.fixture
+def author_client(client, author):
+    client.force_login(author)
+    return client
+
+
+@pytest.fixture
+def viewer(django_user_model):
+    """A staff user who may only look at specs."""
+    user = django_user_model.objects.create_user(
+        "victor", password="correct-horse-battery", is_staff=True
+    )
+    user.user_permissions.set(
+        Permission.objects.filter(content_type__app_label="nodespecs", codename="view_nodespec")
+    )
+    return user
+
+
+def changelist_subtypes(client, query: str = "") -> set[str]:
+    response = client.get(CHANGELIST + query)
+    assert response.status_code == 200
+    return {spec.subtype for spec in response.context["cl"].result_list}
+
+
+# The changelist
+
+
+def test_the_changelist_lists_the_catalog_and_links_to_the_yaml_import(
+    author_client, loaded_catalog
+):
+    response = author_client.get(CHANGELIST)
+
+    assert response.status_code == 200
+    assert response.context["cl"].result_count == NodeSpec.objects.count()
+    assert "HTTP_REQUEST" in page_text(response)
+    assert f'href="{IMPORT}"' in page_text(response)
+    assert "Import YAML" in page_text(response)
+
+
+def test_the_changelist_filters_by_node_type(author_client, loaded_catalog):
+    subtypes = changelist_subtypes(author_client, "?node_type=TRIGGER")
+
+    expected = set(NodeSpec.objects.filter(node_type="TRIGGER").values_list("subtype", flat=True))
+    assert subtypes == expected
+    assert "HTTP_REQUEST" not in subtypes
+
+
+def test_the_changelist_filters_by_source(author_client, loaded_catalog, spec):
+    assert changelist_subtypes(author_client, "?source=custom") == {"PING_HOST"}
+    assert "PING_HOST" not in changelist_subtypes(author_client, "?source=builtin")
+
+
+def test_the_changelist_filters_by_tag(author_client, loaded_catalog):
+    subtypes = changelist_subtypes(author_client, "?tag=slack")
+
+    assert "SLACK" in subtypes
+    assert "HTTP_REQUEST" not in subtypes
+    for spec in NodeSpec.objects.filter(subtype__in=subtypes):
+        assert "slack" in spec.tags
+
+
+def test_the_tag_filter_offers_the_tags_in_use(author_client, loaded_catalog):
+    response = author_client.get(CHANGELIST)
+
+    assert "?tag=slack" in page_text(response)
+
+
+def test_the_changelist_search_finds_a_spec_by_subtype(author_client, loaded_catalog):
+    assert "HTTP_REQUEST" in changelist_subtypes(author_client, "?q=HTTP_REQUEST")
+    assert "SLACK" not in changelist_subtypes(author_client, "?q=HTTP_REQUEST")
+
+
+def test_the_changelist_search_finds_a_spec_by_words_of_its_description(
+    author_client, loaded_catalog, spec
+):
+    subtypes = changelist_subtypes(author_client, "?q=ICMP")
+
+    assert subtypes == {"PING_HOST"}
+
+
+# Creating and editing
+
+
+def test_an_author_creates_a_spec_through_the_add_form(author_client, author, db):
+    response = author_client.post(ADD, form_data(new_document()))
+
+    assert response.status_code == 302, page_text(response)
+    spec = NodeSpec.objects.get(node_type="ACTION", subtype="PING_HOST")
+    assert spec.source == NodeSpec.Source.CUSTOM
+    assert spec.configurations["timeout"]["default"] == 5
+    revision = spec.revisions.get()
+    assert revision.number == 1
+    assert revision.author == author
+    assert revision.author_name == "alice"
+    assert revision.document == spec.document()
+
+
+def test_the_add_form_cannot_make_a_spec_look_built_in(author_client, db):
+    data = {**form_data(new_document()), "source": "builtin"}
+
+    author_client.post(ADD, data)
+
+    assert NodeSpec.objects.get(subtype="PING_HOST").source == NodeSpec.Source.CUSTOM
+
+
+def test_the_add_form_normalises_tags(author_client, db):
+    author_client.post(ADD, form_data(new_document(tags=["Network", " PING ", "network"])))
+
+    assert NodeSpec.objects.get(subtype="PING_HOST").tags == ["network", "ping"]
+
+
+def test_the_add_form_refuses_a_duplicate_type_and_subtype(author_client, spec):
+    response = author_client.post(ADD, form_data(new_document(description="Another ping.")))
+
+    assert response.status_code == 200
+    assert "already exists" in page_text(response)
+    assert NodeSpec.objects.filter(subtype="PING_HOST").count() == 1
+
+
+def test_an_author_edits_a_spec_and_a_revision_records_the_change(author_client, author, spec):
+    document = spec.document() | {"description": "Ping a host and measure the round trip."}
+
+    response = author_client.post(change_url(spec), form_data(document, shown=spec.document()))
+
+    assert response.status_code == 302, page_text(response)
+    spec.refresh_from_db()
+    assert spec.description == "Ping a host and measure the round trip."
+    latest = spec.revisions.order_by("-number").first()
+    assert latest.number == 2
+    assert latest.author == author
+    assert latest.comment == "Changed description"
+
+
+def test_the_change_form_carries_the_shown_json_for_change_detection(author_client, spec):
+    # form_data() above posts these hidden copies; this checks the real page renders them.
+    response = author_client.get(change_url(spec))
+
+    form = response.context["adminform"].form
+    assert 'name="initial-configurations"' in page_text(response)
+    assert json.loads(form["configurations"].value()) == spec.configurations
+
+
+@pytest.mark.parametrize(
+    ("param", "message"),
+    [
+        (
+            {"type": "integer", "description": "t", "default": "ten"},
+            "timeout: default 'ten' is not of type integer",
+        ),
+        (
+            {"type": "integer", "description": "t", "min": 10, "max": 1},
+            "timeout: min 10 is greater than max 1",
+        ),
+        (
+            {"type": "integer", "description": "t", "defualt": 3},
+            "timeout.defualt: unknown field: remove it or check its spelling",
+        ),
+    ],
+    ids=["default-of-wrong-type", "min-above-max", "misspelt-key"],
+)
+def test_an_invalid_parameter_is_shown_by_name_and_nothing_is_saved(
+    author_client, spec, param, message
+):
+    before = spec.document()
+    document = before | {"configurations": {"timeout": param}, "description": "Changed."}
+
+    response = author_client.post(change_url(spec), form_data(document, shown=spec.document()))
+
+    assert response.status_code == 200
+    assert "Please correct the error below." in page_text(response)
+    assert message in page_text(response)
+    assert message in response.context["adminform"].form.errors["configurations"][0]
+    spec.refresh_from_db()
+    assert spec.document() == before
+    assert spec.revisions.count() == 1
+
+
+def test_json_that_does_not_parse_is_refused_with_a_message(author_client, spec):
+    data = form_data(spec.document(), shown=spec.document()) | {
+        "configurations": '{"timeout": {"type": "integer",'
+    }
+
+    response = author_client.post(change_url(spec), data)
+
+    assert response.status_code == 200
+    assert "Enter a valid JSON." in page_text(response)
+    assert spec.revisions.count() == 1
+
+
+def test_the_change_page_shows_what_an_agent_receives(author_client, spec):
+    response = author_client.get(change_url(spec))
+
+    assert response.status_code == 200
+    text = page_text(response)
+    preview = text.split('<pre class="agent-preview">', 1)[1].split("</pre>", 1)[0]
+    shown = json.loads(preview)
+    assert shown["subtype"] == "PING_HOST"
+    assert shown["default_configurations"] == {"host": "", "timeout": 5}
+    assert shown["parameters"][1]["name"] == "timeout"
+    # The preview is read-only: there is no form field for it.
+    assert 'name="agent_preview"' not in text
+
+
+def test_the_add_page_explains_that_the_preview_follows_the_first_save(author_client, db):
+    response = author_client.get(ADD)
+
+    assert response.status_code == 200
+    assert "Save the spec to see the preview." in page_text(response)
+
+
+def test_the_change_page_links_to_the_revisions(author_client, spec):
+    response = author_client.get(change_url(spec))
+
+    assert f'href="{revisions_url(spec)}"' in page_text(response)
+    assert "1 revisions" in page_text(response)
+
+
+# Revisions
+
+
+@pytest.fixture
+def edited_spec(author_client, spec) -> NodeSpec:
+    """The spec after a second save through the admin (revision 2 changes the description)."""
+    document = spec.document() | {"description": "An edited description."}
+    response = author_client.post(change_url(spec), form_data(document, shown=spec.document()))
+    assert response.status_code == 302
+    spec.refresh_from_db()
+    return spec
+
+
+def test_the_revisions_page_lists_who_changed_what_and_when(author_client, edited_spec):
+    response = author_client.get(revisions_url(edited_spec))
+
+    assert response.status_code == 200
+    rows = page_text(response).split("<tbody>", 1)[1].split("</tbody>", 1)[0].split("<tr>")[1:]
+    assert len(rows) == 2
+    newest, oldest = rows
+    first = edited_spec.revisions.get(number=1)
+    assert "<td>2</td>" in newest
+    assert "Changed description" in newest
+    assert "alice" in newest
+    assert "current" in newest
+    assert "<td>1</td>" in oldest
+    assert first.created_at.strftime("%Y-%m-%d %H:%M:%S") in oldest
+    assert "alice" in oldest
+    assert 'value="Restore revision 1"' in oldest
+
+
+def test_restoring_a_revision_brings_back_its_content_as_a_new_revision(
+    author_client, author, edited_spec
+):
+    original = "Send an ICMP ping to a host and report whether it answered."
+
+    response = author_client.post(restore_url(edited_spec, 1))
+
+    assert response.status_code == 302
+    assert response["Location"] == change_url(edited_spec)
+    edited_spec.refresh_from_db()
+    assert edited_spec.description == original
+    latest = edited_spec.revisions.order_by("-number").first()
+    assert latest.number == 3
+    assert latest.comment == "Restored revision 1"
+    assert latest.author == author
+    assert latest.document == edited_spec.revisions.get(number=1).document
+
+
+def test_a_get_on_the_restore_url_does_not_restore(author_client, edited_spec):
+    response = author_client.get(restore_url(edited_spec, 1))
+
+    assert response.status_code == 302
+    assert response["Location"] == revisions_url(edited_spec)
+    edited_spec.refresh_from_db()
+    assert edited_spec.description == "An edited description."
+    assert edited_spec.revisions.count() == 2
+
+
+def test_restoring_a_revision_that_does_not_exist_is_not_found(author_client, spec):
+    response = author_client.post(restore_url(spec, 99))
+
+    assert response.status_code == 404
+    assert spec.revisions.count() == 1
+
+
+def test_a_revision_that_no_longer_validates_is_not_restored(author_client, edited_spec):
+    first = edited_spec.revisions.get(number=1)
+    broken = first.document | {"version": "one"}
+    NodeSpecRevision.objects.filter(pk=first.pk).update(document=broken)
+
+    response = author_client.post(restore_url(edited_spec, 1), follow=True)
+
+    assert "no longer passes validation" in page_text(response)
+    edited_spec.refresh_from_db()
+    assert edited_spec.version == "1.0.0"
+    assert edited_spec.description == "An edited description."
+    assert edited_spec.revisions.count() == 2
+
+
+# YAML export and import
+
+
+def test_the_export_action_returns_yaml_that_reimports_unchanged(author_client, loaded_catalog):
+    selected = list(NodeSpec.objects.all())
+    response = author_client.post(
+        CHANGELIST,
+        {"action": "export_yaml", "_selected_action": [spec.pk for spec in selected]},
+    )
+
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/yaml"
+    assert "attachment" in response["Content-Disposition"]
+    exported = response.content.decode()
+    documents = yaml.safe_load(exported)
+    assert sorted(document["subtype"] for document in documents) == sorted(
+        spec.subtype for spec in selected
+    )
+    revisions_before = NodeSpecRevision.objects.count()
+
+    reimport = author_client.post(IMPORT, {"text": exported})
+
+    assert reimport.status_code == 200
+    report = reimport.context["report"]
+    assert report.summary() == f"0 created, 0 updated, {len(selected)} unchanged"
+    assert NodeSpecRevision.objects.count() == revisions_before
+
+
+def test_importing_yaml_creates_the_valid_spec_and_names_the_bad_field_of_the_other(
+    author_client, author, db
+):
+    text = """
+- node_type: ACTION
+  subtype: PING_HOST
+  description: Ping a host.
+  configurations:
+    host: {type: string, description: Host to ping., required: true}
+- node_type: ACTION
+  subtype: BROKEN_NODE
+  description: A spec with a bad default.
+  configurations:
+    retries: {type: integer, description: Retries., default: many}
+"""
+    response = author_client.post(IMPORT, {"text": text})
+
+    assert response.status_code == 200
+    created = NodeSpec.objects.get(subtype="PING_HOST")
+    assert created.source == NodeSpec.Source.CUSTOM
+    assert created.revisions.get().author == author
+    assert not NodeSpec.objects.filter(subtype="BROKEN_NODE").exists()
+    text = page_text(response)
+    assert "created ACTION/PING_HOST" in text
+    assert (
+        "failed #2 ACTION/BROKEN_NODE: configurations.retries: "
+        "default 'many' is not of type integer"
+    ) in text
+    assert "Import: 1 created, 0 updated, 0 unchanged, 1 failed." in text
+
+
+def test_importing_yaml_updates_an_existing_spec_and_keeps_a_revision(author_client, spec):
+    text = yaml.safe_dump([spec.document() | {"version": "1.1.0"}])
+
+    response = author_client.post(IMPORT, {"text": text})
+
+    assert "updated ACTION/PING_HOST" in page_text(response)
+    spec.refresh_from_db()
+    assert spec.version == "1.1.0"
+    assert spec.revisions.order_by("-number").first().comment == "Imported from YAML"
+
+
+def test_importing_an_uploaded_yaml_file_works_like_pasting_it(author_client, db):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    upload = SimpleUploadedFile(
+        "ping.yaml",
+        b"node_type: ACTION\nsubtype: PING_HOST\ndescription: Ping a host.\n",
+        content_type="application/yaml",
+    )
+
+    response = author_client.post(IMPORT, {"file": upload})
+
+    assert response.status_code == 200
+    assert NodeSpec.objects.filter(subtype="PING_HOST").exists()
+
+
+def test_invalid_yaml_syntax_is_reported_clearly(author_client, db):
+    response = author_client.post(IMPORT, {"text": "- node_type: ACTION\n  subtype: [unclosed\n"})
+
+    assert response.status_code == 200
+    assert "The file is not valid YAML" in page_text(response)
+    assert response.context["report"] is None
+    assert NodeSpec.objects.count() == 0
+
+
+def test_yaml_that_is_not_a_spec_is_reported_clearly(author_client, db):
+    response = author_client.post(IMPORT, {"text": "- just a string\n"})
+
+    assert "Item 1 is a str, not a spec mapping." in page_text(response)
+    assert NodeSpec.objects.count() == 0
+
+
+def test_an_empty_import_asks_for_a_file_or_text(author_client, db):
+    response = author_client.post(IMPORT, {"text": "   "})
+
+    assert "Choose a YAML file or paste YAML." in page_text(response)
+
+
+def test_a_legacy_spec_imports_and_is_normalised_to_configurations(author_client, db):
+    text = """
+type: ACTION_NODE
+subtype: SEND_EMAIL
+description: Send an email.
+parameters:
+  - name: to
+    type: str
+    required: true
+    description: Recipient address.
+  - name: priority
+    type: enum
+    required: false
+    default_value: normal
+    description: Delivery priority.
+    enum_values: [low, normal, high]
+"""
+    response = author_client.post(IMPORT, {"text": text})
+
+    assert "created ACTION/SEND_EMAIL" in page_text(response)
+    spec = NodeSpec.objects.get(node_type="ACTION", subtype="SEND_EMAIL")
+    assert spec.configurations == {
+        "to": {
+            "type": "string",
+            "description": "Recipient address.",
+            "required": True,
+            "sensitive": False,
+        },
+        "priority": {
+            "type": "string",
+            "description": "Delivery priority.",
+            "default": "normal",
+            "required": False,
+            "options": ["low", "normal", "high"],
+            "sensitive": False,
+        },
+    }
+    assert "parameters" not in spec.document()
+
+
+# Who may do what
+
+
+@pytest.mark.parametrize(
+    ("method", "target"),
+    [
+        ("get", lambda spec: CHANGELIST),
+        ("get", revisions_url),
+        ("get", lambda spec: IMPORT),
+        ("post", lambda spec: IMPORT),
+        ("post", lambda spec: restore_url(spec, 1)),
+    ],
+    ids=["changelist", "revisions", "import-page", "import-post", "restore"],
+)
+def test_a_user_who_is_not_staff_is_sent_to_the_login_page(client, outsider, spec, method, target):
+    client.force_login(outsider)
+    url = target(spec)
+
+    data = {"text": "node_type: ACTION\nsubtype: PING_HOST\ndescription: x\n"}
+
+    response = getattr(client, method)(url, data if method == "post" else None)
+
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("admin:login"))
+    assert spec.revisions.count() == 1
+
+
+def test_an_anonymous_visitor_is_sent_to_the_login_page(client, spec):
+    response = client.get(revisions_url(spec))
+
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("admin:login"))
+
+
+def test_a_viewer_sees_the_revisions_without_restore_buttons(client, viewer, edited_spec):
+    client.force_login(viewer)
+
+    response = client.get(revisions_url(edited_spec))
+
+    assert response.status_code == 200
+    assert "Changed description" in page_text(response)
+    assert "Restore revision" not in page_text(response)
+
+
+def test_a_viewer_cannot_restore_a_revision(client, viewer, edited_spec):
+    client.force_login(viewer)
+
+    response = client.post(restore_url(edited_spec, 1))
+
+    assert response.status_code == 403
+    edited_spec.refresh_from_db()
+    assert edited_spec.description == "An edited description."
+    assert edited_spec.revisions.count() == 2
+
+
+def test_a_viewer_cannot_import(client, viewer, db):
+    client.force_login(viewer)
+    text = "node_type: ACTION\nsubtype: PING_HOST\ndescription: Ping a host.\n"
+
+    assert client.get(IMPORT).status_code == 403
+    assert client.post(IMPORT, {"text": text}).status_code == 403
+    assert not NodeSpec.objects.filter(subtype="PING_HOST").exists()
+
+
+def test_a_viewer_cannot_save_changes_through_the_change_form(client, viewer, spec):
+    client.force_login(viewer)
+    document = spec.document() | {"description": "Vandalised."}
+
+    response = client.post(change_url(spec), form_data(document, shown=spec.document()))
+
+    assert response.status_code == 403
+    spec.refresh_from_db()
+    assert spec.description != "Vandalised."
