@@ -8,9 +8,11 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
+from django.template.defaultfilters import pluralize
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -46,23 +48,28 @@ class TagFilter(admin.SimpleListFilter):
         return queryset.filter(pk__in=ids)
 
 
+JSON_FIELDS = tuple(
+    field.name for field in NodeSpec._meta.get_fields() if isinstance(field, models.JSONField)
+)
+
+
+class IndentedJSONField(forms.JSONField):
+    """Shows JSON indented, so a spec author edits a readable document, not one long line."""
+
+    def prepare_value(self, value: Any) -> str:
+        if isinstance(value, forms.fields.InvalidJSONInput):
+            return value
+        return json.dumps(value, indent=2, ensure_ascii=False, cls=self.encoder)
+
+
 class NodeSpecForm(forms.ModelForm):
     class Meta:
         model = NodeSpec
         fields = DOCUMENT_FIELDS
+        field_classes = dict.fromkeys(JSON_FIELDS, IndentedJSONField)
         widgets = {
-            name: forms.Textarea(attrs={"rows": 8, "cols": 100, "class": "vLargeTextField json"})
-            for name in (
-                "aliases",
-                "configurations",
-                "input_params",
-                "output_params",
-                "input_ports",
-                "output_ports",
-                "tags",
-                "attached_nodes",
-                "examples",
-            )
+            name: forms.Textarea(attrs={"rows": 8, "cols": 100, "class": "vLargeTextField"})
+            for name in JSON_FIELDS
         }
 
 
@@ -126,7 +133,10 @@ class NodeSpecAdmin(admin.ModelAdmin):
     def agent_preview(self, spec: NodeSpec) -> str:
         if spec.pk is None:
             return "Save the spec to see the preview."
-        preview = json.dumps(serialize_spec(spec.document()), indent=2, ensure_ascii=False)
+        # The saved spec, not the form's unsaved (possibly invalid) edits: this is what
+        # agents are served right now.
+        saved = NodeSpec.objects.get(pk=spec.pk)
+        preview = json.dumps(serialize_spec(saved.document()), indent=2, ensure_ascii=False)
         return format_html('<pre class="agent-preview">{}</pre>', preview)
 
     @admin.display(description="revisions")
@@ -134,9 +144,9 @@ class NodeSpecAdmin(admin.ModelAdmin):
         if spec.pk is None:
             return "-"
         url = reverse("admin:nodespecs_nodespec_revisions", args=[spec.pk])
-        return format_html(
-            '<a href="{}">{} revisions: see and restore</a>', url, spec.revisions.count()
-        )
+        count = spec.revisions.count()
+        label = f"{count} revision{pluralize(count)}: see and restore"
+        return format_html('<a href="{}">{}</a>', url, label)
 
     def save_model(
         self, request: HttpRequest, obj: NodeSpec, form: forms.ModelForm, change: bool

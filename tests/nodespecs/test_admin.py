@@ -298,7 +298,7 @@ def test_the_change_page_links_to_the_revisions(author_client, spec):
     response = author_client.get(change_url(spec))
 
     assert f'href="{revisions_url(spec)}"' in page_text(response)
-    assert "1 revisions" in page_text(response)
+    assert "1 revision: see and restore" in page_text(response)
 
 
 # Revisions

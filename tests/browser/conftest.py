@@ -1,0 +1,63 @@
+"""A real headless Chromium (Debian's package) driven by Playwright against a live server."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or "/usr/bin/chromium"
+# Chromium's own background traffic is refused on a closed network; these keep it quiet.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail(
+                f"Chromium is not installed at {CHROMIUM}; .ci/run installs it with apt-get."
+            )
+        pytest.skip("Chromium is not installed: apt-get install chromium to run the browser tests.")
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an event loop in this thread; the test's own ORM calls
+    # (fixtures, assertions) are still plain synchronous code.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def screenshot(page):
+    """Save a screenshot when SCREENSHOTS_DIR is set (see docs/screenshots/README.md)."""
+    directory = os.environ.get("SCREENSHOTS_DIR")
+
+    def take(name: str) -> None:
+        if directory:
+            Path(directory).mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(Path(directory) / f"{name}.png"), full_page=True)
+
+    return take
