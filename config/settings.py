@@ -151,3 +151,23 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
+
+# MCP endpoint and REST API (docs/operations.md).
+MCP_ANONYMOUS_SCOPES = env_list("MCP_ANONYMOUS_SCOPES", "")
+MCP_RATE_LIMIT_PER_MINUTE = int(os.environ.get("MCP_RATE_LIMIT_PER_MINUTE", "1200"))
+MCP_MAX_BODY_BYTES = int(os.environ.get("MCP_MAX_BODY_BYTES", str(1024 * 1024)))
+MCP_ALLOWED_ORIGINS = env_list("MCP_ALLOWED_ORIGINS", "")
+MCP_SESSION_TTL_SECONDS = int(os.environ.get("MCP_SESSION_TTL_SECONDS", "86400"))
+MCP_LISTEN_SECONDS = int(os.environ.get("MCP_LISTEN_SECONDS", "300"))
+MCP_CONFORMANCE_FIXTURES = env_bool("MCP_CONFORMANCE_FIXTURES", default=False)
+MCP_INTERNAL_TOKEN = os.environ.get("MCP_INTERNAL_TOKEN", "")
+MCP_INTERNAL_NETWORKS = env_list("MCP_INTERNAL_NETWORKS", "127.0.0.1/32,::1/128")
+# Let the endpoint refuse oversized bodies itself, with a JSON-RPC error.
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(MCP_MAX_BODY_BYTES, 2621440)
+if MCP_ANONYMOUS_SCOPES and not DEBUG:
+    import logging
+
+    logging.getLogger("config").warning(
+        "MCP_ANONYMOUS_SCOPES=%s lets callers without an API key use the endpoint.",
+        ",".join(MCP_ANONYMOUS_SCOPES),
+    )

@@ -4,7 +4,10 @@ from django.contrib import admin
 from django.urls import path
 from django.views.generic import RedirectView
 
+from mcp_endpoint import views as mcp_views
+
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("admin/", admin.site.urls),
+    path("mcp", mcp_views.mcp, name="mcp"),
 ]

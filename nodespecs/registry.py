@@ -10,6 +10,7 @@ at its next query.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -30,6 +31,7 @@ class Registry:
     def __init__(self, documents: Iterable[dict[str, Any]], generation: str = ""):
         documents = list(documents)
         self.generation = generation
+        self.table_stamp = ""
         self._documents = {(doc["node_type"], doc["subtype"]): doc for doc in documents}
         self._details: dict[tuple[str, str], dict[str, Any]] = {}
         aliases = {
@@ -53,6 +55,12 @@ class Registry:
 
 _lock = threading.Lock()
 _current: Registry | None = None
+_checked_at = 0.0
+
+# Besides the cache token, each process compares the table's (count, last change) with its
+# registry at most this often, so a change made elsewhere without a shared cache (another
+# process, a bulk load) is still seen within a second.
+TABLE_CHECK_SECONDS = 1.0
 
 
 def catalog_changed() -> None:
@@ -69,18 +77,35 @@ def _generation() -> str:
     return generation
 
 
+def _table_stamp() -> str:
+    from django.db.models import Count, Max
+
+    from nodespecs.models import NodeSpec
+
+    stamp = NodeSpec.objects.aggregate(count=Count("id"), changed=Max("updated_at"))
+    return f"{stamp['count']}:{stamp['changed']}"
+
+
 def current_registry() -> Registry:
     """The registry for the catalog as it is now, rebuilt only when it has changed."""
-    global _current
+    global _current, _checked_at
     generation = _generation()
     registry = _current
+    now = time.monotonic()
     if registry is not None and registry.generation == generation:
-        return registry
+        if now - _checked_at < TABLE_CHECK_SECONDS:
+            return registry
+        _checked_at = now
+        if registry.table_stamp == _table_stamp():
+            return registry
     with _lock:
-        if _current is not None and _current.generation == generation:
+        if _current is not None and _current is not registry and _current.generation == generation:
             return _current
         from nodespecs.models import DOCUMENT_FIELDS, NodeSpec
 
+        stamp = _table_stamp()
         rows = NodeSpec.objects.values(*DOCUMENT_FIELDS)
         _current = Registry(rows, generation)
+        _current.table_stamp = stamp
+        _checked_at = time.monotonic()
         return _current

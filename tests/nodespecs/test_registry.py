@@ -49,3 +49,11 @@ def test_queries_reuse_the_registry_without_touching_the_database(
     with django_assert_num_queries(0):
         get_node_details([{"node_type": "ACTION", "subtype": "PING"}])
         search_nodes("ping")
+
+
+def test_a_change_made_without_notice_is_seen_from_the_table(db, monkeypatch):
+    """Another process (or a bulk load) changed the table and this cache heard nothing."""
+    monkeypatch.setattr("nodespecs.registry.TABLE_CHECK_SECONDS", 0.0)
+    assert get_node_types("ACTION").node_types == {"ACTION": []}
+    NodeSpec.objects.bulk_create([new_spec()])
+    assert get_node_types("ACTION").node_types == {"ACTION": ["PING"]}

@@ -1,0 +1,261 @@
+"""What each MCP method does, independent of protocol era and transport.
+
+`call_method` takes a parsed request (an `mcp.types` model) and a `CallContext`, and returns
+the result model or raises `RpcError`. The protocol layer chooses the era, checks the
+envelope, and serialises the result for that era.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp import types
+
+from mcp_endpoint import prompts, resources
+from mcp_endpoint.tools import TOOLS, ToolError
+
+logger = logging.getLogger(__name__)
+
+SERVER_NAME = "switchyard"
+SERVER_VERSION = "0.1.0"
+PAGE_SIZE = 100
+
+INSTRUCTIONS = (
+    "Switchyard knows the workflow node catalog. To build a workflow: call search_nodes with a "
+    "plain description of each step (e.g. 'notify my team on Slack when a form is submitted'), "
+    "then get_node_details for the nodes you choose, and use their configurations, defaults and "
+    "examples. get_node_types lists every type and subtype. Node types are written without the "
+    "_NODE suffix (ACTION, not ACTION_NODE); wrong names are corrected and the response says so. "
+    "HUMAN_IN_THE_LOOP nodes classify a person's reply themselves (confirmed, rejected, "
+    "unrelated, timeout): do not add IF or AI_AGENT nodes for that. Each spec is also a "
+    "resource at nodespec://NODE_TYPE/SUBTYPE."
+)
+
+# Log levels in increasing severity (RFC 5424 names, as MCP uses them).
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
+class RpcError(Exception):
+    """A JSON-RPC error: code, message and optional data."""
+
+    def __init__(self, code: int, message: str, data: Any = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+@dataclass
+class CallContext:
+    """What a method may know of its request: the protocol version, and how to notify."""
+
+    protocol_version: str
+    progress_token: str | int | None = None
+    # The lowest level of log message the client asked for; None sends none.
+    log_level: str | None = None
+    notifications: list[dict[str, Any]] = field(default_factory=list)
+
+    def log(self, level: str, data: Any) -> None:
+        """Queue a `notifications/message` if the client asked for this level or lower."""
+        if self.log_level is None or LOG_LEVELS.index(level) < LOG_LEVELS.index(self.log_level):
+            return
+        self.notifications.append(
+            {
+                "method": "notifications/message",
+                "params": {"level": level, "logger": SERVER_NAME, "data": data},
+            }
+        )
+
+    def progress(self, progress: float, total: float, message: str) -> None:
+        """Queue a `notifications/progress` when the client sent a progress token."""
+        if self.progress_token is None:
+            return
+        self.notifications.append(
+            {
+                "method": "notifications/progress",
+                "params": {
+                    "progressToken": self.progress_token,
+                    "progress": progress,
+                    "total": total,
+                    "message": message,
+                },
+            }
+        )
+
+
+def server_capabilities() -> types.ServerCapabilities:
+    return types.ServerCapabilities(
+        tools=types.ToolsCapability(list_changed=False),
+        resources=types.ResourcesCapability(subscribe=False, list_changed=False),
+        prompts=types.PromptsCapability(list_changed=False),
+        completions=types.CompletionsCapability(),
+        logging=types.LoggingCapability(),
+    )
+
+
+def server_info() -> types.Implementation:
+    return types.Implementation(name=SERVER_NAME, title="Switchyard", version=SERVER_VERSION)
+
+
+def _page(items: list[Any], cursor: str | None) -> tuple[list[Any], str | None]:
+    """Cursor pagination over a deterministic list: the cursor is the next offset."""
+    start = 0
+    if cursor is not None:
+        if not cursor.isdigit() or int(cursor) > len(items):
+            raise RpcError(
+                types.INVALID_PARAMS,
+                f"Invalid cursor {cursor!r}: pass back the nextCursor of the previous page.",
+            )
+        start = int(cursor)
+    end = start + PAGE_SIZE
+    return items[start:end], (str(end) if end < len(items) else None)
+
+
+def tool_list() -> list[types.Tool]:
+    """The tools in a fixed order, with schemas and read-only annotations."""
+    return [
+        types.Tool(
+            name=tool.name,
+            title=tool.title,
+            description=tool.description,
+            input_schema=tool.input_schema(),
+            output_schema=tool.output_schema,
+            annotations=types.ToolAnnotations(
+                title=tool.title,
+                read_only_hint=True,
+                destructive_hint=False,
+                idempotent_hint=True,
+                open_world_hint=False,
+            ),
+        )
+        for tool in TOOLS.values()
+    ]
+
+
+def _tool_error(message: str) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=f"Error: {message}")], is_error=True
+    )
+
+
+def call_tool(params: types.CallToolRequestParams, context: CallContext) -> types.CallToolResult:
+    """Run a tool; every failure comes back in-band with `isError` and how to fix the call."""
+    tool = TOOLS.get(params.name)
+    if tool is None:
+        return _tool_error(
+            f"Unknown tool {params.name!r}; available tools: {', '.join(TOOLS)}. "
+            "Call tools/list for their schemas."
+        )
+    context.progress(0, 1, f"{tool.name} started")
+    try:
+        structured = tool.call(params.arguments)
+    except ToolError as exc:
+        return _tool_error(str(exc))
+    except Exception:
+        logger.exception("Tool %s failed", tool.name)
+        return _tool_error(f"{tool.name} failed on the server; the error is logged. Try again.")
+    for entry in structured.get("nodes", []):
+        if "warning" in entry:
+            context.log("warning", entry["warning"])
+    if "warning" in structured:
+        context.log("warning", structured["warning"])
+    context.progress(1, 1, f"{tool.name} finished")
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(structured, ensure_ascii=False))],
+        structured_content=structured,
+    )
+
+
+def _complete(params: types.CompleteRequestParams) -> types.CompleteResult:
+    ref, argument = params.ref, params.argument
+    context = dict((params.context.arguments or {}) if params.context else {})
+    if isinstance(ref, types.ResourceTemplateReference):
+        if ref.uri != resources.TEMPLATE.uri_template:
+            raise RpcError(types.INVALID_PARAMS, f"Unknown resource template {ref.uri!r}.")
+        values = resources.complete_template_argument(argument.name, argument.value, context)
+    else:
+        if ref.name not in prompts.PROMPTS:
+            raise RpcError(types.INVALID_PARAMS, f"Unknown prompt {ref.name!r}.")
+        values = prompts.complete_prompt_argument(ref.name, argument.name, argument.value, context)
+    return types.CompleteResult(
+        completion=types.Completion(
+            values=values[:100], total=len(values), has_more=len(values) > 100
+        )
+    )
+
+
+def _list_tools(params: Any) -> types.ListToolsResult:
+    page, cursor = _page(tool_list(), params.cursor if params else None)
+    return types.ListToolsResult(tools=page, next_cursor=cursor)
+
+
+def _list_resources(params: Any) -> types.ListResourcesResult:
+    page, cursor = _page(resources.list_resources(), params.cursor if params else None)
+    return types.ListResourcesResult(resources=page, next_cursor=cursor)
+
+
+def _list_templates(params: Any) -> types.ListResourceTemplatesResult:
+    page, cursor = _page([resources.TEMPLATE], params.cursor if params else None)
+    return types.ListResourceTemplatesResult(resource_templates=page, next_cursor=cursor)
+
+
+def _list_prompts(params: Any) -> types.ListPromptsResult:
+    page, cursor = _page(list(prompts.PROMPTS.values()), params.cursor if params else None)
+    return types.ListPromptsResult(prompts=page, next_cursor=cursor)
+
+
+def _read_resource(params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+    try:
+        return types.ReadResourceResult(contents=resources.read_resource(params.uri))
+    except resources.ResourceNotFound as exc:
+        # -32602 in both eras: 2026-07-28 retired -32002, and the SDK answers so for older ones.
+        raise RpcError(types.INVALID_PARAMS, str(exc), {"uri": params.uri}) from None
+
+
+def _get_prompt(params: types.GetPromptRequestParams) -> types.GetPromptResult:
+    try:
+        return prompts.get_prompt(params.name, params.arguments)
+    except prompts.PromptError as exc:
+        raise RpcError(types.INVALID_PARAMS, str(exc)) from None
+
+
+# Methods whose answer needs no more than their params.
+_HANDLERS: dict[str, Callable[[Any], types.Result]] = {
+    "ping": lambda params: types.EmptyResult(),
+    "tools/list": _list_tools,
+    "resources/list": _list_resources,
+    "resources/templates/list": _list_templates,
+    "resources/read": _read_resource,
+    "prompts/list": _list_prompts,
+    "prompts/get": _get_prompt,
+    "completion/complete": _complete,
+}
+
+# The scope a caller needs for each method; methods not listed need none.
+REQUIRED_SCOPES: dict[str, str] = {
+    "tools/list": "tools:read",
+    "tools/call": "tools:execute",
+    "prompts/list": "tools:read",
+    "prompts/get": "tools:read",
+    "completion/complete": "tools:read",
+    "resources/list": "resources:read",
+    "resources/templates/list": "resources:read",
+    "resources/read": "resources:read",
+}
+
+
+def call_method(request: types.Request[Any, Any], context: CallContext) -> types.Result:
+    """Answer one request; `initialize`, `server/discover` and `logging/setLevel` are the
+    protocol layer's, as they concern the session or the era."""
+    if request.method == "tools/call":
+        return call_tool(request.params, context)
+    handler = _HANDLERS.get(request.method)
+    if handler is None:
+        raise RpcError(
+            types.METHOD_NOT_FOUND, f"Method not found: {request.method}", request.method
+        )
+    return handler(request.params)

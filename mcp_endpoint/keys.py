@@ -1,0 +1,98 @@
+"""API key services: create, authenticate, revoke.
+
+A key reads `sy_<prefix>_<secret>`. The prefix finds the row; the secret is compared by its
+SHA-256 in constant time. Keys are 190-bit random strings, so a fast hash is enough (there is
+nothing to brute-force) and authentication stays cheap on every request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.utils import timezone
+
+from mcp_endpoint.models import ApiKey, Scope
+
+KEY_MARKER = "sy"
+# Writing last_used_at on every request would turn each read into a write.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+class InvalidScopes(ValueError):
+    """Scopes that do not exist; the message lists the valid ones."""
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def validate_scopes(scopes: list[str]) -> list[str]:
+    """Return the scopes de-duplicated, or raise `InvalidScopes` naming the unknown ones."""
+    unknown = [scope for scope in scopes if scope not in Scope.values]
+    if unknown:
+        raise InvalidScopes(
+            f"Unknown scope(s) {', '.join(unknown)}; valid scopes: {', '.join(Scope.values)}."
+        )
+    return list(dict.fromkeys(scopes))
+
+
+def api_key_create(
+    *,
+    name: str,
+    scopes: list[str],
+    owner: AbstractBaseUser | None = None,
+    expires_at: datetime | None = None,
+    rate_limit_per_minute: int | None = None,
+) -> tuple[ApiKey, str]:
+    """Create a key and return it with its secret, which is not stored and cannot be shown again."""
+    prefix = secrets.token_hex(4)
+    secret = secrets.token_urlsafe(24)
+    key = ApiKey.objects.create(
+        name=name,
+        owner=owner,
+        prefix=prefix,
+        secret_hash=_hash(secret),
+        scopes=validate_scopes(scopes),
+        expires_at=expires_at,
+        rate_limit_per_minute=rate_limit_per_minute,
+    )
+    return key, f"{KEY_MARKER}_{prefix}_{secret}"
+
+
+def api_key_revoke(*, key: ApiKey) -> None:
+    """Revoke a key at once; requests with it are refused from now on."""
+    if key.revoked_at is None:
+        key.revoked_at = timezone.now()
+        key.save(update_fields=["revoked_at"])
+
+
+@dataclass(frozen=True)
+class AuthResult:
+    key: ApiKey | None
+    problem: str | None = None
+
+
+def api_key_authenticate(raw: str) -> AuthResult:
+    """Find the active key for a presented secret, or say why it is refused."""
+    marker, _, rest = raw.strip().partition("_")
+    prefix, _, secret = rest.partition("_")
+    if marker != KEY_MARKER or not prefix or not secret:
+        return AuthResult(None, "The API key is malformed: keys look like sy_<prefix>_<secret>.")
+    key = ApiKey.objects.filter(prefix=prefix).first()
+    if key is None or not hmac.compare_digest(key.secret_hash, _hash(secret)):
+        return AuthResult(None, "The API key is not valid.")
+    if key.is_revoked:
+        return AuthResult(None, f"The API key {prefix} was revoked; ask for a new one.")
+    now = timezone.now()
+    if key.is_expired(now):
+        return AuthResult(
+            None, f"The API key {prefix} expired at {key.expires_at:%Y-%m-%d %H:%M} UTC."
+        )
+    if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+    return AuthResult(key)

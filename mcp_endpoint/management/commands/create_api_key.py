@@ -1,0 +1,41 @@
+"""`python manage.py create_api_key --name NAME --scopes SCOPE,...`: prints the key last."""
+
+from datetime import timedelta
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+
+from mcp_endpoint.keys import InvalidScopes, api_key_create
+from mcp_endpoint.models import Scope
+
+
+class Command(BaseCommand):
+    help = "Create an API key and print it (alone, on the last line). It cannot be shown again."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--name", required=True, help="Who or what uses the key.")
+        parser.add_argument(
+            "--scopes",
+            default=",".join(Scope.values),
+            help=f"Comma-separated scopes (default: all): {', '.join(Scope.values)}.",
+        )
+        parser.add_argument("--expires-in-days", type=int, help="Expire the key after N days.")
+        parser.add_argument("--rate-limit", type=int, help="Requests per minute for this key.")
+
+    def handle(self, *args: object, **options: object) -> None:
+        scopes = [s.strip() for s in str(options["scopes"]).split(",") if s.strip()]
+        days = options.get("expires_in_days")
+        try:
+            key, secret = api_key_create(
+                name=str(options["name"]),
+                scopes=scopes,
+                expires_at=timezone.now() + timedelta(days=int(days)) if days else None,
+                rate_limit_per_minute=options.get("rate_limit"),
+            )
+        except InvalidScopes as exc:
+            raise CommandError(str(exc)) from None
+        self.stderr.write(
+            f"Created API key {key.prefix} ({key.name}) with scopes {', '.join(key.scopes)}. "
+            "Store it now: it is not shown again."
+        )
+        self.stdout.write(secret)

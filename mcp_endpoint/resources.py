@@ -1,0 +1,78 @@
+"""Node specs as MCP resources: `nodespec://{node_type}/{subtype}`, JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp import types
+
+from nodespecs import knowledge
+from nodespecs.registry import current_registry
+
+SCHEME = "nodespec://"
+MIME_TYPE = "application/json"
+
+TEMPLATE = types.ResourceTemplate(
+    uri_template=SCHEME + "{node_type}/{subtype}",
+    name="node-spec",
+    title="Node spec",
+    description=(
+        "The full specification of one workflow node, as get_node_details returns it, "
+        "e.g. nodespec://ACTION/HTTP_REQUEST."
+    ),
+    mime_type=MIME_TYPE,
+)
+
+
+class ResourceNotFound(LookupError):
+    """No resource at that URI; the message says what exists."""
+
+
+def list_resources() -> list[types.Resource]:
+    """Every node spec as a resource, in catalog order (type, then subtype)."""
+    registry = current_registry()
+    resources = []
+    for node_type, subtypes in registry.types.items():
+        for subtype in subtypes:
+            detail = registry.detail((node_type, subtype))
+            resources.append(
+                types.Resource(
+                    uri=f"{SCHEME}{node_type}/{subtype}",
+                    name=f"{node_type}/{subtype}",
+                    title=detail["display_name"],
+                    description=detail["description"],
+                    mime_type=MIME_TYPE,
+                )
+            )
+    return resources
+
+
+def read_resource(uri: str) -> list[types.TextResourceContents]:
+    """The JSON of one spec; raises `ResourceNotFound` for any other URI."""
+    if not uri.startswith(SCHEME) or uri.count("/") != 3:
+        raise ResourceNotFound(
+            f"No resource {uri!r}: node specs are at nodespec://NODE_TYPE/SUBTYPE, "
+            "e.g. nodespec://ACTION/HTTP_REQUEST."
+        )
+    node_type, subtype = uri[len(SCHEME) :].split("/")
+    [detail] = knowledge.get_node_details([{"node_type": node_type, "subtype": subtype}])
+    if "error" in detail:
+        raise ResourceNotFound(f"No resource {uri!r}. {detail['error']}")
+    canonical = f"{SCHEME}{detail['node_type']}/{detail['subtype']}"
+    return [types.TextResourceContents(uri=canonical, mime_type=MIME_TYPE, text=json.dumps(detail))]
+
+
+def complete_template_argument(name: str, value: str, context: dict[str, Any]) -> list[str]:
+    """Completions for the template's `node_type` and `subtype` variables."""
+    registry = current_registry()
+    prefix = value.upper()
+    if name == "node_type":
+        return [t for t in registry.types if t.startswith(prefix)]
+    if name == "subtype":
+        node_type = (context or {}).get("node_type", "").upper()
+        pool = registry.types.get(node_type) or sorted(
+            {s for ss in registry.types.values() for s in ss}
+        )
+        return [s for s in pool if s.startswith(prefix)]
+    return []

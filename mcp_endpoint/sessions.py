@@ -1,0 +1,68 @@
+"""Sessions of the 2025 protocol revisions, kept in Django's cache.
+
+With a shared cache (Redis) any instance serves any session. A session is bound to the
+credential that opened it, so a leaked session id is useless without the key.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+
+_PREFIX = "mcp:session:"
+
+
+@dataclass
+class Session:
+    id: str
+    protocol_version: str
+    owner: str
+    client_info: dict[str, Any] = field(default_factory=dict)
+    client_capabilities: dict[str, Any] = field(default_factory=dict)
+    log_level: str = "info"
+    initialized: bool = False
+
+
+def _ttl() -> int:
+    return int(getattr(settings, "MCP_SESSION_TTL_SECONDS", 86400))
+
+
+def session_open(
+    *,
+    protocol_version: str,
+    owner: str,
+    client_info: dict[str, Any],
+    client_capabilities: dict[str, Any],
+) -> Session:
+    """Start a session; its id is 256 random bits (visible ASCII, as the transport requires)."""
+    session = Session(
+        id=secrets.token_urlsafe(32),
+        protocol_version=protocol_version,
+        owner=owner,
+        client_info=client_info,
+        client_capabilities=client_capabilities,
+    )
+    session_save(session)
+    return session
+
+
+def session_save(session: Session) -> None:
+    cache.set(_PREFIX + session.id, asdict(session), timeout=_ttl())
+
+
+def session_get(session_id: str, *, owner: str) -> Session | None:
+    """The live session with this id opened by `owner`, or None (unknown, ended or expired)."""
+    if not session_id or len(session_id) > 128:
+        return None
+    data = cache.get(_PREFIX + session_id)
+    if data is None or data.get("owner") != owner:
+        return None
+    return Session(**data)
+
+
+def session_end(session_id: str) -> None:
+    cache.delete(_PREFIX + session_id)

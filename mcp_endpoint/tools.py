@@ -1,0 +1,207 @@
+"""The MCP tools this server offers: a registry with strict argument models.
+
+Each tool names its argument model (extra fields forbidden, so a misspelt argument fails
+loudly), its output schema and its handler. Handlers return plain data; the protocol layer
+turns it into `structuredContent` plus a text block, and turns a `ToolError` into a result
+with `isError: true`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from nodespecs import knowledge
+from nodespecs.specformat import NODE_TYPES
+
+
+class ToolError(Exception):
+    """A tool could not do what was asked; the message tells the caller how to fix the call."""
+
+
+class StrictArguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class GetNodeTypesArguments(StrictArguments):
+    type_filter: str | None = Field(
+        default=None,
+        description="Only this node type (optional). Use the names without the _NODE suffix.",
+        json_schema_extra={"enum": list(NODE_TYPES)},
+    )
+
+
+class NodeRef(StrictArguments):
+    node_type: str = Field(description="Node type, e.g. ACTION.")
+    subtype: str = Field(description="Node subtype, e.g. HTTP_REQUEST.")
+
+
+class GetNodeDetailsArguments(StrictArguments):
+    nodes: list[NodeRef] = Field(
+        min_length=1,
+        max_length=knowledge.MAX_NODES_PER_CALL,
+        description="The nodes to describe, as {node_type, subtype} pairs.",
+    )
+    include_examples: bool = Field(default=True, description="Include usage examples.")
+    include_schemas: bool = Field(default=True, description="Include input/output schemas.")
+
+
+class SearchNodesArguments(StrictArguments):
+    query: str = Field(
+        min_length=1,
+        description="What the node should do, in plain words, e.g. 'send an email'.",
+    )
+    max_results: int = Field(
+        default=10, ge=1, le=knowledge.MAX_SEARCH_RESULTS, description="Most results to return."
+    )
+    include_details: bool = Field(default=False, description="Include full node specifications.")
+    type_filter: str | None = Field(
+        default=None,
+        description="Only nodes of this type (optional).",
+        json_schema_extra={"enum": list(NODE_TYPES)},
+    )
+
+
+def _get_node_types(arguments: GetNodeTypesArguments) -> dict[str, Any]:
+    return knowledge.get_node_types(arguments.type_filter).as_dict()
+
+
+def _get_node_details(arguments: GetNodeDetailsArguments) -> dict[str, Any]:
+    nodes = [node.model_dump() for node in arguments.nodes]
+    return {
+        "nodes": knowledge.get_node_details(
+            nodes, arguments.include_examples, arguments.include_schemas
+        )
+    }
+
+
+def _search_nodes(arguments: SearchNodesArguments) -> dict[str, Any]:
+    results = knowledge.search_nodes(
+        arguments.query, arguments.max_results, arguments.include_details, arguments.type_filter
+    )
+    return {"query": arguments.query, "results": results}
+
+
+_NODE_SUMMARY = {
+    "type": "object",
+    "properties": {
+        "node_type": {"type": "string"},
+        "subtype": {"type": "string"},
+        "warning": {"type": "string"},
+        "error": {"type": "string"},
+    },
+    "required": ["node_type", "subtype"],
+}
+
+
+@dataclass(frozen=True)
+class ToolDefinition:
+    name: str
+    title: str
+    description: str
+    arguments: type[StrictArguments]
+    output_schema: dict[str, Any]
+    handler: Callable[[Any], dict[str, Any]]
+
+    def input_schema(self) -> dict[str, Any]:
+        schema = self.arguments.model_json_schema()
+        # Optional string arguments read as plain strings (null is the same as leaving them out).
+        for prop in schema.get("properties", {}).values():
+            variants = prop.pop("anyOf", None)
+            if variants:
+                prop.update(next(v for v in variants if v.get("type") != "null"))
+        return schema
+
+    def parse(self, raw: dict[str, Any] | None) -> StrictArguments:
+        """Validate the arguments; a `ToolError` names each bad field and what is wrong."""
+        try:
+            return self.arguments.model_validate(raw or {})
+        except ValidationError as exc:
+            problems = []
+            for error in exc.errors():
+                field = ".".join(str(part) for part in error["loc"]) or "arguments"
+                message = error["msg"]
+                if error["type"] == "extra_forbidden":
+                    message = "unknown argument; check its spelling against the tool's inputSchema"
+                problems.append(f"{field}: {message}")
+            raise ToolError(f"Invalid arguments for {self.name}: " + "; ".join(problems)) from None
+
+    def call(self, raw: dict[str, Any] | None) -> dict[str, Any]:
+        arguments = self.parse(raw)
+        try:
+            return self.handler(arguments)
+        except knowledge.KnowledgeError as exc:
+            raise ToolError(str(exc)) from None
+
+
+TOOLS: dict[str, ToolDefinition] = {
+    tool.name: tool
+    for tool in (
+        ToolDefinition(
+            name="get_node_types",
+            title="List node types",
+            description=(
+                "Get all available workflow node types and their subtypes. HUMAN_IN_THE_LOOP "
+                "nodes have built-in AI response analysis: do not add separate IF or AI_AGENT "
+                "nodes to classify a human's reply."
+            ),
+            arguments=GetNodeTypesArguments,
+            output_schema={
+                "type": "object",
+                "description": "Node type → sorted subtypes; `warning` when corrected.",
+                "properties": {"warning": {"type": "string"}},
+                "additionalProperties": {"type": ["array", "string"], "items": {"type": "string"}},
+            },
+            handler=_get_node_types,
+        ),
+        ToolDefinition(
+            name="get_node_details",
+            title="Describe nodes",
+            description=(
+                "Get detailed specifications for one or more workflow nodes: configurations "
+                "with defaults, input and output parameters, ports and examples. Common naming "
+                "mistakes (ACTION_NODE, older subtype names, misspellings) are corrected and "
+                "reported in `warning`; an unknown node gets `error` and `suggestions`. "
+                "HUMAN_IN_THE_LOOP nodes route on confirmed/rejected/unrelated/timeout ports."
+            ),
+            arguments=GetNodeDetailsArguments,
+            output_schema={
+                "type": "object",
+                "properties": {"nodes": {"type": "array", "items": _NODE_SUMMARY}},
+                "required": ["nodes"],
+            },
+            handler=_get_node_details,
+        ),
+        ToolDefinition(
+            name="search_nodes",
+            title="Search nodes",
+            description=(
+                "Search workflow nodes by what they should do, in natural language "
+                "(e.g. 'notify my team on Slack when a form is submitted'). Results are ranked "
+                "by relevance and carry a relevance_score; pass include_details for full specs."
+            ),
+            arguments=SearchNodesArguments,
+            output_schema={
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string"},
+                    "results": {
+                        "type": "array",
+                        "items": {
+                            **_NODE_SUMMARY,
+                            "properties": {
+                                **_NODE_SUMMARY["properties"],
+                                "relevance_score": {"type": "number"},
+                            },
+                        },
+                    },
+                },
+                "required": ["query", "results"],
+            },
+            handler=_search_nodes,
+        ),
+    )
+}
