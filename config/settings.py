@@ -161,7 +161,8 @@ MCP_SESSION_TTL_SECONDS = int(os.environ.get("MCP_SESSION_TTL_SECONDS", "86400")
 MCP_LISTEN_SECONDS = int(os.environ.get("MCP_LISTEN_SECONDS", "300"))
 MCP_CONFORMANCE_FIXTURES = env_bool("MCP_CONFORMANCE_FIXTURES", default=False)
 MCP_INTERNAL_TOKEN = os.environ.get("MCP_INTERNAL_TOKEN", "")
-MCP_INTERNAL_NETWORKS = env_list("MCP_INTERNAL_NETWORKS", "127.0.0.1/32,::1/128")
+# Empty by default: behind a local reverse proxy every client would look like 127.0.0.1.
+MCP_INTERNAL_NETWORKS = env_list("MCP_INTERNAL_NETWORKS", "")
 # Let the endpoint refuse oversized bodies itself, with a JSON-RPC error.
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(MCP_MAX_BODY_BYTES, 2621440)
 if MCP_ANONYMOUS_SCOPES and not DEBUG:

@@ -1,0 +1,221 @@
+"""The REST API of the node knowledge server (seed 001), served with django-ninja.
+
+`/api/v1/mcp/tools`, `/invoke`, `/tools/{name}`, `/health` need an API key with the scope
+each names; `/api/v1/public/health` is open; the `internal` endpoints accept only the
+service token (`MCP_INTERNAL_TOKEN`) or a client in `MCP_INTERNAL_NETWORKS`. OpenAPI docs are
+at `/api/v1/docs`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import time
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+from django.http import HttpRequest, HttpResponse
+from mcp import types
+from mcp.types import methods
+from ninja import NinjaAPI, Schema
+from ninja.errors import ValidationError as NinjaValidationError
+from pydantic import Field
+
+from mcp_endpoint import dispatch
+from mcp_endpoint.auth import Refusal, authenticate, rate_limit
+from mcp_endpoint.protocol import LATEST_HANDSHAKE_VERSION, Caller
+from mcp_endpoint.tools import TOOLS
+
+api = NinjaAPI(
+    title="Switchyard REST API",
+    version="1.0.0",
+    urls_namespace="api",
+    docs_url="/docs",
+    description=(
+        "REST access to the node knowledge tools. Send `Authorization: Bearer KEY` or "
+        "`X-API-Key: KEY`; keys carry scopes (tools:read, tools:execute, health:check)."
+    ),
+)
+
+WORKFLOW_GUIDANCE = (
+    "Anti-pattern: HUMAN_IN_THE_LOOP → AI_AGENT → IF to classify a reply. Instead use one "
+    "HUMAN_IN_THE_LOOP node and route on its confirmed / rejected / unrelated / timeout ports."
+)
+USAGE_EXAMPLES: dict[str, list[dict[str, Any]]] = {
+    "get_node_types": [{}, {"type_filter": "ACTION"}],
+    "get_node_details": [{"nodes": [{"node_type": "ACTION", "subtype": "HTTP_REQUEST"}]}],
+    "search_nodes": [{"query": "send an email", "max_results": 5}],
+}
+
+
+class ApiRefusal(Exception):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+        self.status, self.message, self.headers = status, message, headers or {}
+
+
+@api.exception_handler(ApiRefusal)
+def _refusal(request: HttpRequest, exc: ApiRefusal) -> HttpResponse:
+    response = api.create_response(request, {"error": exc.message}, status=exc.status)
+    for name, value in exc.headers.items():
+        response[name] = value
+    return response
+
+
+@api.exception_handler(NinjaValidationError)
+def _invalid(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
+    problems = [
+        f"{'.'.join(str(p) for p in error['loc'][1:]) or 'body'}: {error['msg']}"
+        for error in exc.errors
+    ]
+    return api.create_response(
+        request, {"error": "Invalid request: " + "; ".join(problems)}, status=422
+    )
+
+
+def _caller(request: HttpRequest, scope: str) -> Caller:
+    """Authenticate, rate-limit and check `scope`; raise `ApiRefusal` otherwise."""
+    headers = {name.lower(): value for name, value in request.headers.items()}
+    caller = authenticate(headers, request.META.get("REMOTE_ADDR", ""))
+    if isinstance(caller, Refusal):
+        raise ApiRefusal(caller.status, caller.message, caller.headers)
+    decision = rate_limit(caller)
+    if not decision.allowed:
+        raise ApiRefusal(
+            429,
+            f"Too many requests: the limit is {decision.limit} per minute; retry in "
+            f"{decision.retry_after} s.",
+            {"Retry-After": str(decision.retry_after)},
+        )
+    if scope not in caller.scopes:
+        raise ApiRefusal(403, f"Forbidden: this endpoint needs the scope {scope}.")
+    return caller
+
+
+def _internal_only(request: HttpRequest) -> None:
+    token = settings.MCP_INTERNAL_TOKEN
+    if token and request.headers.get("X-Internal-Token") == token:
+        return
+    try:
+        address = ipaddress.ip_address(request.META.get("REMOTE_ADDR", ""))
+    except ValueError:
+        address = None
+    for network in settings.MCP_INTERNAL_NETWORKS:
+        if address is not None and address in ipaddress.ip_network(network, strict=False):
+            return
+    raise ApiRefusal(
+        403,
+        "Forbidden: internal endpoints need the X-Internal-Token header (MCP_INTERNAL_TOKEN) "
+        "or a client address in MCP_INTERNAL_NETWORKS.",
+    )
+
+
+def _tool_summary(name: str) -> dict[str, Any]:
+    tool = TOOLS[name]
+    return {
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": tool.input_schema(),
+        "category": "workflow",
+        "tags": ["nodes", "workflow", name.split("_")[0]],
+    }
+
+
+class InvokeRequest(Schema):
+    name: str = Field(description="Tool name, e.g. get_node_details.")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="The tool's arguments.")
+
+
+def _invoke(body: InvokeRequest) -> tuple[dict[str, Any], float]:
+    start = time.perf_counter()
+    result = dispatch.call_tool(
+        types.CallToolRequestParams(name=body.name, arguments=body.arguments),
+        dispatch.CallContext(protocol_version="rest"),
+    )
+    elapsed = round((time.perf_counter() - start) * 1000, 2)
+    # The seed's response shape is the 2025 result, without the 2026 `resultType`.
+    dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return methods.serialize_server_result("tools/call", LATEST_HANDSHAKE_VERSION, dumped), elapsed
+
+
+@api.get("/mcp/tools/internal", tags=["internal"], summary="List tools (internal services)")
+def tools_internal(request: HttpRequest) -> dict[str, Any]:
+    _internal_only(request)
+    return {"tools": [_tool_summary(name) for name in TOOLS]}
+
+
+@api.post("/mcp/invoke/internal", tags=["internal"], summary="Invoke a tool (internal services)")
+def invoke_internal(request: HttpRequest, body: InvokeRequest) -> dict[str, Any]:
+    _internal_only(request)
+    result, _ = _invoke(body)
+    return result
+
+
+@api.get("/mcp/tools", tags=["mcp"], summary="List the MCP tools (scope tools:read)")
+def list_tools(request: HttpRequest) -> dict[str, Any]:
+    _caller(request, "tools:read")
+    tools = [_tool_summary(name) for name in TOOLS]
+    return {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "result": {"tools": tools}}
+
+
+@api.post("/mcp/invoke", tags=["mcp"], summary="Invoke a tool (scope tools:execute)")
+def invoke(request: HttpRequest, body: InvokeRequest) -> dict[str, Any]:
+    _caller(request, "tools:execute")
+    request_id = str(uuid.uuid4())
+    result, elapsed = _invoke(body)
+    result.update(
+        {"_tool_name": body.name, "_execution_time_ms": elapsed, "_request_id": request_id}
+    )
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+@api.get("/mcp/tools/{tool_name}", tags=["mcp"], summary="Describe one tool (scope tools:read)")
+def tool_detail(request: HttpRequest, tool_name: str) -> dict[str, Any]:
+    start = time.perf_counter()
+    _caller(request, "tools:read")
+    if tool_name not in TOOLS:
+        raise ApiRefusal(404, f"No tool {tool_name!r}; available: {', '.join(TOOLS)}.")
+    return {
+        **_tool_summary(tool_name),
+        "version": dispatch.SERVER_VERSION,
+        "available": True,
+        "workflow_guidance": WORKFLOW_GUIDANCE,
+        "usage_examples": USAGE_EXAMPLES[tool_name],
+        "processing_time_ms": round((time.perf_counter() - start) * 1000, 2),
+        "request_id": str(uuid.uuid4()),
+    }
+
+
+def _database_ok() -> str | None:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except Exception as exc:  # any failure means unhealthy; say which
+        return f"database unavailable: {exc.__class__.__name__}"
+    return None
+
+
+@api.get("/mcp/health", tags=["mcp"], summary="Service health (scope health:check)")
+def health(request: HttpRequest) -> dict[str, Any]:
+    start = time.perf_counter()
+    _caller(request, "health:check")
+    error = _database_ok()
+    return {
+        "healthy": error is None,
+        "version": dispatch.SERVER_VERSION,
+        "available_tools": list(TOOLS),
+        "timestamp": int(time.time()),
+        "error": error,
+        "request_id": str(uuid.uuid4()),
+        "processing_time_ms": round((time.perf_counter() - start) * 1000, 2),
+    }
+
+
+@api.get("/public/health", tags=["public"], summary="Liveness for load balancers (no key)")
+def public_health(request: HttpRequest) -> HttpResponse:
+    error = _database_ok()
+    return api.create_response(
+        request,
+        {"status": "ok" if error is None else "unavailable"},
+        status=200 if error is None else 503,
+    )
