@@ -1,0 +1,107 @@
+"""A real server: uvicorn running config.asgi on 127.0.0.1, with its own database."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class LiveServer:
+    url: str
+    key: str
+    read_only_key: str
+    env: dict[str, str]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _database_url(tmp: Path) -> str:
+    """SQLite in a temporary folder, or a fresh PostgreSQL database beside the test one."""
+    base = os.environ.get("DATABASE_URL", "")
+    if not base.startswith("postgres"):
+        return f"sqlite:///{tmp / 'e2e.sqlite3'}"
+    import psycopg
+
+    parts = urlsplit(base)
+    name = parts.path.lstrip("/") + "_e2e"
+    admin = urlunsplit(parts._replace(path="/postgres"))
+    with psycopg.connect(admin, autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        connection.execute(f'CREATE DATABASE "{name}"')
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+def _manage(env: dict[str, str], *args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def start_server(tmp: Path, **settings: str) -> Iterator[LiveServer]:
+    """Migrate, load the catalog, create keys, start uvicorn; stop it afterwards."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": _database_url(tmp),
+        "DEBUG": "false",
+        "SECRET_KEY": "e2e-test-secret-key-" + "x" * 40,
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "SECURE_COOKIES": "false",
+        **settings,
+    }
+    _manage(env, "migrate", "--verbosity", "0")
+    _manage(env, "load_node_specs")
+    key = _manage(env, "create_api_key", "--name", "e2e").strip().splitlines()[-1]
+    read_only = (
+        _manage(env, "create_api_key", "--name", "e2e-read", "--scopes", "tools:read")
+        .strip()
+        .splitlines()[-1]
+    )
+    port = _free_port()
+    log = open(tmp / "uvicorn.log", "wb")  # noqa: SIM115 (closed after the server stops)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
+         "--port", str(port), "--log-level", "warning"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/api/v1/public/health", timeout=1) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                log.close()
+                pytest.fail(f"uvicorn did not start: {(tmp / 'uvicorn.log').read_text()}")
+            time.sleep(0.2)
+    try:
+        yield LiveServer(url, key, read_only, env)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def live_mcp(tmp_path_factory) -> Iterator[LiveServer]:
+    yield from start_server(tmp_path_factory.mktemp("live"))
