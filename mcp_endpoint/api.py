@@ -24,7 +24,7 @@ from pydantic import Field
 
 from mcp_endpoint import dispatch
 from mcp_endpoint.auth import Refusal, authenticate, rate_limit
-from mcp_endpoint.protocol import LATEST_HANDSHAKE_VERSION, Caller
+from mcp_endpoint.rpc import LATEST_HANDSHAKE_VERSION, Caller
 from mcp_endpoint.tools import TOOLS
 
 api = NinjaAPI(

@@ -9,8 +9,8 @@ from django.conf import settings
 
 from mcp_endpoint.keys import api_key_authenticate
 from mcp_endpoint.models import ApiKey
-from mcp_endpoint.protocol import Caller
 from mcp_endpoint.ratelimit import RateDecision, rate_limit_hit
+from mcp_endpoint.rpc import Caller
 
 REALM = 'Bearer realm="switchyard"'
 

@@ -20,43 +20,27 @@ from typing import Any
 
 from mcp import types
 from mcp.shared import inbound as envelope
-from mcp.types import methods
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
-from pydantic import ValidationError
 
-from mcp_endpoint import dispatch, sessions
-from mcp_endpoint.dispatch import LOG_LEVELS, CallContext, RpcError
+from mcp_endpoint import sessions
+from mcp_endpoint.dispatch import CallContext, RpcError
+from mcp_endpoint.rpc import (
+    MODERN_VERSION,
+    Caller,
+    Forbidden,
+    context_for,
+    execute,
+    initialize_result,
+    negotiate,
+)
 
-MODERN_VERSION = MODERN_PROTOCOL_VERSIONS[-1]
-LATEST_HANDSHAKE_VERSION = HANDSHAKE_PROTOCOL_VERSIONS[-1]
 SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = envelope.MCP_PROTOCOL_VERSION_HEADER
 JSON = "application/json"
 SSE = "text/event-stream"
 
-# How long a client may cache each list or read result (2026-07-28 `ttlMs`), and whether the
-# answer is the same for every caller (`public`): the catalog is.
-CACHE_HINTS: dict[str, int] = {
-    "server/discover": 300_000,
-    "tools/list": 300_000,
-    "prompts/list": 300_000,
-    "resources/templates/list": 300_000,
-    "resources/list": 60_000,
-    "resources/read": 60_000,
-}
-
 # JSON-RPC error code → HTTP status in the 2026-07-28 era (the SDK's table).
 MODERN_ERROR_STATUS: Mapping[int, int] = envelope.ERROR_CODE_HTTP_STATUS
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who is calling: a stable identity (for sessions and rate limits) and their scopes."""
-
-    identity: str
-    scopes: frozenset[str]
-    # Requests per minute for this caller; None uses the configured default.
-    rate_limit: int | None = None
 
 
 @dataclass
@@ -118,19 +102,6 @@ def _reply(
         events = [{"jsonrpc": "2.0", **note} for note in context.notifications]
         return Outbound(200, dict(extra_headers), events=[*events, response])
     return _json(200, response, extra_headers)
-
-
-def _missing_scope(caller: Caller, method: str) -> Outbound | None:
-    """A 403 when the caller lacks the scope `method` needs, else None."""
-    scope = dispatch.REQUIRED_SCOPES.get(method)
-    if scope is None or scope in caller.scopes:
-        return None
-    return error_reply(
-        403,
-        types.INVALID_REQUEST,
-        f"Forbidden: {method} needs the scope {scope}, which this API key does not have. "
-        "Ask an administrator for a key with that scope.",
-    )
 
 
 def _decode(body: bytes) -> tuple[Any, Outbound | None]:
@@ -195,19 +166,6 @@ def _modern_error(request_id: Any, code: int, message: str, data: Any = None) ->
     )
 
 
-def _stamp(method: str, result: types.Result) -> dict[str, Any]:
-    dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
-    if method in CACHE_HINTS:
-        dumped["ttlMs"] = CACHE_HINTS[method]
-        dumped["cacheScope"] = "public"
-    dumped.setdefault("resultType", "complete")
-    meta = dumped.setdefault("_meta", {})
-    meta[types.SERVER_INFO_META_KEY] = dispatch.server_info().model_dump(
-        by_alias=True, exclude_none=True
-    )
-    return methods.serialize_server_result(method, MODERN_VERSION, dumped)
-
-
 def _handle_modern(inbound: Inbound, message: Any) -> Outbound:
     if inbound.method != "POST":
         return Outbound(405, {"Allow": "POST"})
@@ -238,45 +196,22 @@ def _handle_modern(inbound: Inbound, message: Any) -> Outbound:
     route = envelope.classify_inbound_request(message, headers=inbound.headers)
     if isinstance(route, envelope.InboundLadderRejection):
         return _modern_error(request_id, route.code, route.message, route.data)
-    method = message["method"]
-    try:
-        request = methods.parse_client_request(method, MODERN_VERSION, message.get("params"))
-    except KeyError:
-        return _modern_error(
-            request_id, types.METHOD_NOT_FOUND, f"Method not found: {method}", method
-        )
-    except ValidationError as exc:
-        return _modern_error(request_id, types.INVALID_PARAMS, _params_problem(method, exc))
-    forbidden = _missing_scope(inbound.caller, method)
-    if forbidden:
-        return forbidden
-    meta = message["params"]["_meta"]
-    level = meta.get(types.LOG_LEVEL_META_KEY)
-    context = CallContext(
-        protocol_version=MODERN_VERSION,
-        progress_token=meta.get("progressToken"),
-        log_level=level if level in LOG_LEVELS else None,
-    )
+    method, params = message["method"], message.get("params")
     if method == "subscriptions/listen":
         if not _accepts(inbound.headers, SSE):
             return error_reply(
                 406, types.INVALID_REQUEST, "subscriptions/listen answers as text/event-stream."
             )
-        return Outbound(200, listen={"id": request_id, "params": message["params"]})
+        return Outbound(200, listen={"id": request_id, "params": params})
+    context = context_for(MODERN_VERSION, params)
     try:
-        if method == "server/discover":
-            result: types.Result = types.DiscoverResult(
-                supported_versions=list(MODERN_PROTOCOL_VERSIONS),
-                capabilities=dispatch.server_capabilities(),
-                instructions=dispatch.INSTRUCTIONS,
-                ttl_ms=0,
-                cache_scope="public",
-            )
-        else:
-            result = dispatch.call_method(request, context)
+        result = execute(
+            method, params, version=MODERN_VERSION, caller=inbound.caller, context=context
+        )
     except RpcError as exc:
-        return _modern_error(request_id, exc.code, exc.message, exc.data)
-    return _reply(request_id, _stamp(method, result), context, inbound.headers, {})
+        status = 403 if isinstance(exc, Forbidden) else MODERN_ERROR_STATUS.get(exc.code, 200)
+        return error_reply(status, exc.code, exc.message, request_id=request_id, data=exc.data)
+    return _reply(request_id, result, context, inbound.headers, {})
 
 
 def _notification(message: dict[str, Any]) -> Outbound:
@@ -286,16 +221,6 @@ def _notification(message: dict[str, Any]) -> Outbound:
         )
     # notifications/cancelled needs no action: every request here is answered at once.
     return Outbound(202)
-
-
-def _params_problem(method: str, exc: ValidationError) -> str:
-    problems = []
-    for error in exc.errors():
-        location = [str(part) for part in error["loc"] if part not in ("params",)]
-        # The SDK validates the whole request body; drop the wrapper's own positions.
-        path = ".".join(p for p in location if p not in ("method", "jsonrpc", "id")) or "params"
-        problems.append(f"{path}: {error['msg']}")
-    return f"Invalid params for {method}: " + "; ".join(dict.fromkeys(problems))
 
 
 # The 2025 revisions (sessions).
@@ -374,94 +299,56 @@ def _handle_legacy(inbound: Inbound, message: Any) -> Outbound:
 def _legacy_request(
     inbound: Inbound, message: dict[str, Any], session: sessions.Session, headers: dict[str, str]
 ) -> Outbound:
-    request_id, method = message.get("id"), message.get("method")
-    if (
-        not isinstance(request_id, (str, int))
-        or isinstance(request_id, bool)
-        or not isinstance(method, str)
-    ):
+    request_id, method, params = message.get("id"), message.get("method"), message.get("params")
+    if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
         return error_reply(
             400,
             types.INVALID_REQUEST,
-            "Invalid Request: needs a string or number id and a method.",
+            "Invalid Request: id must be a string or number.",
             headers=headers,
         )
-    try:
-        request = methods.parse_client_request(
-            method, session.protocol_version, message.get("params")
-        )
-    except KeyError:
+    if not isinstance(method, str):
         return error_reply(
-            200,
-            types.METHOD_NOT_FOUND,
-            f"Method not found: {method}",
-            request_id=request_id,
-            data=method,
-            headers=headers,
+            400, types.INVALID_REQUEST, "Invalid Request: method must be a string.", headers=headers
         )
-    except ValidationError as exc:
-        return error_reply(
-            200,
-            types.INVALID_PARAMS,
-            _params_problem(method, exc),
-            request_id=request_id,
-            headers=headers,
-        )
-    forbidden = _missing_scope(inbound.caller, method)
-    if forbidden:
-        forbidden.headers.update(headers)
-        return forbidden
-    meta = (message.get("params") or {}).get("_meta") or {}
-    context = CallContext(
-        protocol_version=session.protocol_version,
-        progress_token=meta.get("progressToken"),
-        log_level=session.log_level,
-    )
+
+    def set_level(level: str) -> None:
+        session.log_level = level
+        sessions.session_save(session)
+
+    context = context_for(session.protocol_version, params, session.log_level)
     try:
-        if method == "logging/setLevel":
-            session.log_level = request.params.level
-            sessions.session_save(session)
-            result: types.Result = types.EmptyResult()
-        else:
-            result = dispatch.call_method(request, context)
+        result = execute(
+            method,
+            params,
+            version=session.protocol_version,
+            caller=inbound.caller,
+            context=context,
+            on_set_level=set_level,
+        )
     except RpcError as exc:
+        # In the 2025 revisions JSON-RPC errors travel with HTTP 200; refusals are HTTP's.
+        status = 403 if isinstance(exc, Forbidden) else 200
         return error_reply(
-            200, exc.code, exc.message, request_id=request_id, data=exc.data, headers=headers
+            status, exc.code, exc.message, request_id=request_id, data=exc.data, headers=headers
         )
-    dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
-    serialized = methods.serialize_server_result(method, session.protocol_version, dumped)
-    return _reply(request_id, serialized, context, inbound.headers, headers)
+    return _reply(request_id, result, context, inbound.headers, headers)
 
 
 def _initialize(inbound: Inbound, message: dict[str, Any]) -> Outbound:
     request_id = message.get("id")
     try:
-        request = types.InitializeRequest.model_validate(
-            {"method": "initialize", "params": message.get("params")}, by_name=False
-        )
-    except ValidationError as exc:
-        return error_reply(
-            400, types.INVALID_PARAMS, _params_problem("initialize", exc), request_id=request_id
-        )
-    requested = request.params.protocol_version
-    version = requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+        version, params = negotiate(message.get("params"))
+    except RpcError as exc:
+        return error_reply(400, exc.code, exc.message, request_id=request_id)
     session = sessions.session_open(
         protocol_version=version,
         owner=inbound.caller.identity,
-        client_info=request.params.client_info.model_dump(mode="json", exclude_none=True),
-        client_capabilities=request.params.capabilities.model_dump(mode="json", exclude_none=True),
-    )
-    result = types.InitializeResult(
-        protocol_version=version,
-        capabilities=dispatch.server_capabilities(),
-        server_info=dispatch.server_info(),
-        instructions=dispatch.INSTRUCTIONS,
-    )
-    dumped = methods.serialize_server_result(
-        "initialize", version, result.model_dump(by_alias=True, exclude_none=True, mode="json")
+        client_info=params.client_info.model_dump(mode="json", exclude_none=True),
+        client_capabilities=params.capabilities.model_dump(mode="json", exclude_none=True),
     )
     return _json(
         200,
-        {"jsonrpc": "2.0", "id": request_id, "result": dumped},
+        {"jsonrpc": "2.0", "id": request_id, "result": initialize_result(version)},
         {"Mcp-Session-Id": session.id},
     )

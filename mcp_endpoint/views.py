@@ -24,6 +24,7 @@ from mcp import types
 
 from mcp_endpoint import protocol
 from mcp_endpoint.auth import Refusal, authenticate, rate_limit
+from mcp_endpoint.rpc import Caller
 from nodespecs.registry import GENERATION_KEY
 
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1"}
@@ -157,7 +158,7 @@ async def mcp(request: HttpRequest) -> HttpResponse:
             method=request.method or "GET",
             headers=headers,
             body=body,
-            caller=protocol.Caller("", frozenset()),
+            caller=Caller("", frozenset()),
             raw_headers=raw_headers,
         )
         address = request.META.get("REMOTE_ADDR", "")

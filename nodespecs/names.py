@@ -20,6 +20,20 @@ _SUBTYPE_CUTOFF = 0.85
 _TYPE_CUTOFF = 0.8
 
 
+def _one_edit_apart(a: str, b: str) -> bool:
+    """True when one insertion, deletion, substitution or swap turns `a` into `b`."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) > len(b):
+        a, b = b, a
+    i = next((k for k in range(len(a)) if a[k] != b[k]), len(a))
+    if len(a) < len(b):
+        return a[i:] == b[i + 1 :]
+    return a[i + 1 :] == b[i + 1 :] or (
+        a[i + 2 :] == b[i + 2 :] and a[i : i + 2] == b[i : i + 2][::-1]
+    )
+
+
 class UnknownNodeType(ValueError):
     """A node type that is not one of the eight, even after correction."""
 
@@ -103,6 +117,10 @@ class NameResolver:
         )
         if close:
             return (node_type, close[0]), "closest match to a misspelt name"
+        # Short names fall under the ratio cutoff after one slip ("IFF"); one edit is enough.
+        one_edit = [s for s in self._subtypes_of(node_type) if _one_edit_apart(subtype, s)]
+        if len(one_edit) == 1:
+            return (node_type, one_edit[0]), "closest match to a misspelt name"
         # The right subtype under the wrong type, when that subtype is unique in the catalog.
         owners = [t for t in NODE_TYPES if (t, subtype) in self._keys]
         if len(owners) == 1:

@@ -1,0 +1,153 @@
+"""One JSON-RPC request, executed for a protocol version: parse, authorise, answer, serialise.
+
+Shared by the HTTP transport (`protocol.py`) and stdio (`manage.py mcp_stdio`), so a request
+means the same thing whichever way it arrives. No Django here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mcp import types
+from mcp.types import methods
+from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+
+from mcp_endpoint import dispatch
+from mcp_endpoint.dispatch import LOG_LEVELS, CallContext, RpcError
+
+MODERN_VERSION = MODERN_PROTOCOL_VERSIONS[-1]
+LATEST_HANDSHAKE_VERSION = HANDSHAKE_PROTOCOL_VERSIONS[-1]
+
+# How long a client may cache each list or read result (2026-07-28 `ttlMs`); the answers
+# are the same for every caller, so `cacheScope` is public.
+CACHE_HINTS: dict[str, int] = {
+    "server/discover": 300_000,
+    "tools/list": 300_000,
+    "prompts/list": 300_000,
+    "resources/templates/list": 300_000,
+    "resources/list": 60_000,
+    "resources/read": 60_000,
+}
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling: a stable identity (for sessions and rate limits) and their scopes."""
+
+    identity: str
+    scopes: frozenset[str]
+    # Requests per minute for this caller; None uses the configured default.
+    rate_limit: int | None = None
+
+
+class Forbidden(RpcError):
+    """The caller lacks the scope a method needs (HTTP 403)."""
+
+
+def params_problem(method: str, exc: ValidationError) -> str:
+    """Name each bad field of a request's params and what is wrong with it."""
+    problems = []
+    for error in exc.errors():
+        # The SDK validates the whole request body; drop the wrapper's own positions.
+        location = [str(p) for p in error["loc"] if p not in ("params", "method", "jsonrpc", "id")]
+        problems.append(f"{'.'.join(location) or 'params'}: {error['msg']}")
+    return f"Invalid params for {method}: " + "; ".join(dict.fromkeys(problems))
+
+
+def context_for(version: str, params: Any, session_log_level: str | None = None) -> CallContext:
+    """The call context: a progress token and log level from `_meta` (or the session)."""
+    meta = (params or {}).get("_meta") or {} if isinstance(params, dict) else {}
+    level = meta.get(types.LOG_LEVEL_META_KEY, session_log_level)
+    return CallContext(
+        protocol_version=version,
+        progress_token=meta.get("progressToken"),
+        log_level=level if level in LOG_LEVELS else None,
+    )
+
+
+def _modern_result(method: str, dumped: dict[str, Any]) -> dict[str, Any]:
+    if method in CACHE_HINTS:
+        dumped["ttlMs"] = CACHE_HINTS[method]
+        dumped["cacheScope"] = "public"
+    dumped.setdefault("resultType", "complete")
+    meta = dumped.setdefault("_meta", {})
+    meta[types.SERVER_INFO_META_KEY] = dispatch.server_info().model_dump(
+        by_alias=True, exclude_none=True
+    )
+    return dumped
+
+
+def discover_result() -> types.DiscoverResult:
+    return types.DiscoverResult(
+        supported_versions=list(MODERN_PROTOCOL_VERSIONS),
+        capabilities=dispatch.server_capabilities(),
+        instructions=dispatch.INSTRUCTIONS,
+        ttl_ms=CACHE_HINTS["server/discover"],
+        cache_scope="public",
+    )
+
+
+def execute(
+    method: str,
+    params: Any,
+    *,
+    version: str,
+    caller: Caller,
+    context: CallContext,
+    on_set_level: Any = None,
+) -> dict[str, Any]:
+    """Answer one request and return its result serialised for `version`.
+
+    Raises `RpcError` (unknown method, bad params, a failing method) or `Forbidden`.
+    `on_set_level(level)` stores a `logging/setLevel` for the session, where there is one.
+    """
+    try:
+        request = methods.parse_client_request(method, version, params)
+    except KeyError:
+        raise RpcError(types.METHOD_NOT_FOUND, f"Method not found: {method}", method) from None
+    except ValidationError as exc:
+        raise RpcError(types.INVALID_PARAMS, params_problem(method, exc)) from None
+    scope = dispatch.REQUIRED_SCOPES.get(method)
+    if scope is not None and scope not in caller.scopes:
+        raise Forbidden(
+            types.INVALID_REQUEST,
+            f"Forbidden: {method} needs the scope {scope}, which this API key does not have. "
+            "Ask an administrator for a key with that scope.",
+        )
+    if method == "server/discover":
+        result: types.Result = discover_result()
+    elif method == "logging/setLevel" and on_set_level is not None:
+        on_set_level(request.params.level)
+        result = types.EmptyResult()
+    else:
+        result = dispatch.call_method(request, context)
+    dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+    if version in MODERN_PROTOCOL_VERSIONS:
+        dumped = _modern_result(method, dumped)
+    return methods.serialize_server_result(method, version, dumped)
+
+
+def negotiate(params: Any) -> tuple[str, types.InitializeRequestParams]:
+    """Validate `initialize` params and choose the version: the client's, if we speak it."""
+    try:
+        request = types.InitializeRequest.model_validate(
+            {"method": "initialize", "params": params}, by_name=False
+        )
+    except ValidationError as exc:
+        raise RpcError(types.INVALID_PARAMS, params_problem("initialize", exc)) from None
+    requested = request.params.protocol_version
+    version = requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+    return version, request.params
+
+
+def initialize_result(version: str) -> dict[str, Any]:
+    result = types.InitializeResult(
+        protocol_version=version,
+        capabilities=dispatch.server_capabilities(),
+        server_info=dispatch.server_info(),
+        instructions=dispatch.INSTRUCTIONS,
+    )
+    dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return methods.serialize_server_result("initialize", version, dumped)
