@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.conf import settings
 
 
 class McpEndpointConfig(AppConfig):
@@ -6,3 +7,12 @@ class McpEndpointConfig(AppConfig):
 
     name = "mcp_endpoint"
     verbose_name = "MCP endpoint"
+
+    def ready(self) -> None:
+        from mcp_endpoint import interaction
+
+        interaction.configure(settings.SECRET_KEY)
+        if settings.MCP_CONFORMANCE_FIXTURES:
+            from mcp_endpoint import conformance
+
+            conformance.install()

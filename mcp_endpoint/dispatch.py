@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp import types
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
-from mcp_endpoint import prompts, resources
+from mcp_endpoint import interaction, prompts, resources
+from mcp_endpoint.errors import RpcError
 from mcp_endpoint.tools import TOOLS, ToolError
 
 logger = logging.getLogger(__name__)
@@ -39,16 +41,6 @@ INSTRUCTIONS = (
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
-class RpcError(Exception):
-    """A JSON-RPC error: code, message and optional data."""
-
-    def __init__(self, code: int, message: str, data: Any = None):
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-
-
 @dataclass
 class CallContext:
     """What a method may know of its request: the protocol version, and how to notify."""
@@ -57,7 +49,14 @@ class CallContext:
     progress_token: str | int | None = None
     # The lowest level of log message the client asked for; None sends none.
     log_level: str | None = None
+    client_capabilities: dict[str, Any] = field(default_factory=dict)
+    # "http" can hold a 2025 call open for the client's answers; "stdio" cannot.
+    transport: str = "http"
     notifications: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def stateless(self) -> bool:
+        return self.protocol_version in MODERN_PROTOCOL_VERSIONS
 
     def log(self, level: str, data: Any) -> None:
         """Queue a `notifications/message` if the client asked for this level or lower."""
@@ -90,7 +89,9 @@ class CallContext:
 def server_capabilities() -> types.ServerCapabilities:
     return types.ServerCapabilities(
         tools=types.ToolsCapability(list_changed=False),
-        resources=types.ResourcesCapability(subscribe=False, list_changed=False),
+        resources=types.ResourcesCapability(
+            subscribe=bool(resources.SUBSCRIBABLE), list_changed=False
+        ),
         prompts=types.PromptsCapability(list_changed=False),
         completions=types.CompletionsCapability(),
         logging=types.LoggingCapability(),
@@ -115,8 +116,31 @@ def _page(items: list[Any], cursor: str | None) -> tuple[list[Any], str | None]:
     return items[start:end], (str(end) if end < len(items) else None)
 
 
+@dataclass(frozen=True)
+class ExtraTool:
+    """A tool beyond the knowledge tools (the conformance fixtures). Its handler returns a
+    result, or a generator that asks the client for input (see `interaction`)."""
+
+    tool: types.Tool
+    handler: Callable[[dict[str, Any], CallContext], Any]
+
+
+# Filled at start-up by optional tool sets (mcp_endpoint.conformance); empty by default.
+EXTRA_TOOLS: dict[str, ExtraTool] = {}
+
+
+def extra_tool_schema(name: Any) -> dict[str, Any] | None:
+    """The input schema of an extra tool (the only ones that mirror arguments in headers)."""
+    extra = EXTRA_TOOLS.get(name) if isinstance(name, str) else None
+    return extra.tool.input_schema if extra is not None else None
+
+
 def tool_list() -> list[types.Tool]:
     """The tools in a fixed order, with schemas and read-only annotations."""
+    return [*_knowledge_tools(), *(extra.tool for extra in EXTRA_TOOLS.values())]
+
+
+def _knowledge_tools() -> list[types.Tool]:
     return [
         types.Tool(
             name=tool.name,
@@ -142,12 +166,18 @@ def _tool_error(message: str) -> types.CallToolResult:
     )
 
 
-def call_tool(params: types.CallToolRequestParams, context: CallContext) -> types.CallToolResult:
+def call_tool(params: types.CallToolRequestParams, context: CallContext) -> Any:
     """Run a tool; every failure comes back in-band with `isError` and how to fix the call."""
+    extra = EXTRA_TOOLS.get(params.name)
+    if extra is not None:
+        return interaction.run_handler(
+            lambda: extra.handler(params.arguments or {}, context), params, context
+        )
     tool = TOOLS.get(params.name)
     if tool is None:
+        names = [*TOOLS, *EXTRA_TOOLS]
         return _tool_error(
-            f"Unknown tool {params.name!r}; available tools: {', '.join(TOOLS)}. "
+            f"Unknown tool {params.name!r}; available tools: {', '.join(names)}. "
             "Call tools/list for their schemas."
         )
     context.progress(0, 1, f"{tool.name} started")
@@ -170,11 +200,11 @@ def call_tool(params: types.CallToolRequestParams, context: CallContext) -> type
     )
 
 
-def _complete(params: types.CompleteRequestParams) -> types.CompleteResult:
+def _complete(params: types.CompleteRequestParams, context: CallContext) -> types.CompleteResult:
     ref, argument = params.ref, params.argument
     context = dict((params.context.arguments or {}) if params.context else {})
     if isinstance(ref, types.ResourceTemplateReference):
-        if ref.uri != resources.TEMPLATE.uri_template:
+        if ref.uri not in {t.uri_template for t in resources.templates()}:
             raise RpcError(types.INVALID_PARAMS, f"Unknown resource template {ref.uri!r}.")
         values = resources.complete_template_argument(argument.name, argument.value, context)
     else:
@@ -188,27 +218,27 @@ def _complete(params: types.CompleteRequestParams) -> types.CompleteResult:
     )
 
 
-def _list_tools(params: Any) -> types.ListToolsResult:
+def _list_tools(params: Any, context: CallContext) -> types.ListToolsResult:
     page, cursor = _page(tool_list(), params.cursor if params else None)
     return types.ListToolsResult(tools=page, next_cursor=cursor)
 
 
-def _list_resources(params: Any) -> types.ListResourcesResult:
+def _list_resources(params: Any, context: CallContext) -> types.ListResourcesResult:
     page, cursor = _page(resources.list_resources(), params.cursor if params else None)
     return types.ListResourcesResult(resources=page, next_cursor=cursor)
 
 
-def _list_templates(params: Any) -> types.ListResourceTemplatesResult:
-    page, cursor = _page([resources.TEMPLATE], params.cursor if params else None)
+def _list_templates(params: Any, context: CallContext) -> types.ListResourceTemplatesResult:
+    page, cursor = _page(resources.templates(), params.cursor if params else None)
     return types.ListResourceTemplatesResult(resource_templates=page, next_cursor=cursor)
 
 
-def _list_prompts(params: Any) -> types.ListPromptsResult:
+def _list_prompts(params: Any, context: CallContext) -> types.ListPromptsResult:
     page, cursor = _page(list(prompts.PROMPTS.values()), params.cursor if params else None)
     return types.ListPromptsResult(prompts=page, next_cursor=cursor)
 
 
-def _read_resource(params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+def _read_resource(params: types.ReadResourceRequestParams, context: CallContext) -> Any:
     try:
         return types.ReadResourceResult(contents=resources.read_resource(params.uri))
     except resources.ResourceNotFound as exc:
@@ -216,16 +246,31 @@ def _read_resource(params: types.ReadResourceRequestParams) -> types.ReadResourc
         raise RpcError(types.INVALID_PARAMS, str(exc), {"uri": params.uri}) from None
 
 
-def _get_prompt(params: types.GetPromptRequestParams) -> types.GetPromptResult:
+def _get_prompt(params: types.GetPromptRequestParams, context: CallContext) -> Any:
     try:
-        return prompts.get_prompt(params.name, params.arguments)
+        handler = prompts.prompt_handler(params.name, params.arguments)
     except prompts.PromptError as exc:
         raise RpcError(types.INVALID_PARAMS, str(exc)) from None
+    return interaction.run_handler(
+        lambda: handler(params.arguments or {}, context), params, context
+    )
 
 
-# Methods whose answer needs no more than their params.
-_HANDLERS: dict[str, Callable[[Any], types.Result]] = {
-    "ping": lambda params: types.EmptyResult(),
+def _subscribe(params: types.SubscribeRequestParams, context: CallContext) -> types.EmptyResult:
+    if params.uri not in resources.SUBSCRIBABLE:
+        raise RpcError(
+            types.INVALID_PARAMS,
+            f"Cannot subscribe to {params.uri!r}: it never changes, so there is nothing to watch.",
+            {"uri": params.uri},
+        )
+    return types.EmptyResult()
+
+
+# Every method this module answers, by name.
+_HANDLERS: dict[str, Callable[[Any, CallContext], Any]] = {
+    "ping": lambda params, context: types.EmptyResult(),
+    "resources/subscribe": _subscribe,
+    "resources/unsubscribe": _subscribe,
     "tools/list": _list_tools,
     "resources/list": _list_resources,
     "resources/templates/list": _list_templates,
@@ -245,6 +290,8 @@ REQUIRED_SCOPES: dict[str, str] = {
     "resources/list": "resources:read",
     "resources/templates/list": "resources:read",
     "resources/read": "resources:read",
+    "resources/subscribe": "resources:read",
+    "resources/unsubscribe": "resources:read",
 }
 
 
@@ -258,4 +305,4 @@ def call_method(request: types.Request[Any, Any], context: CallContext) -> types
         raise RpcError(
             types.METHOD_NOT_FOUND, f"Method not found: {request.method}", request.method
         )
-    return handler(request.params)
+    return handler(request.params, context)

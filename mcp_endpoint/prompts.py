@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
 from mcp import types
 
 from mcp_endpoint.resources import complete_template_argument
@@ -53,15 +57,8 @@ def _text(arguments: dict[str, str], name: str) -> str:
     )
 
 
-def get_prompt(name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
-    """Render a prompt; raises `PromptError` for an unknown prompt or a missing argument."""
-    prompt = PROMPTS.get(name)
-    if prompt is None:
-        raise PromptError(f"Unknown prompt {name!r}; available: {', '.join(PROMPTS)}.")
-    arguments = arguments or {}
-    missing = [a.name for a in prompt.arguments or [] if a.required and not arguments.get(a.name)]
-    if missing:
-        raise PromptError(f"Prompt {name!r} needs the argument(s): {', '.join(missing)}.")
+def _render(arguments: dict[str, str], context: Any, name: str = "") -> types.GetPromptResult:
+    prompt = PROMPTS[name]
     return types.GetPromptResult(
         description=prompt.description,
         messages=[
@@ -70,6 +67,25 @@ def get_prompt(name: str, arguments: dict[str, str] | None) -> types.GetPromptRe
             )
         ],
     )
+
+
+# How each prompt is rendered: (arguments, call context) → a result, or a generator that asks
+# the client for input (see `interaction`). Optional prompt sets add theirs at start-up.
+HANDLERS: dict[str, Callable[[dict[str, str], Any], Any]] = {
+    name: partial(_render, name=name) for name in PROMPTS
+}
+
+
+def prompt_handler(name: str, arguments: dict[str, str] | None) -> Callable[..., Any]:
+    """The handler of a prompt, once its arguments are checked; raises `PromptError`."""
+    prompt = PROMPTS.get(name)
+    if prompt is None:
+        raise PromptError(f"Unknown prompt {name!r}; available: {', '.join(PROMPTS)}.")
+    arguments = arguments or {}
+    missing = [a.name for a in prompt.arguments or [] if a.required and not arguments.get(a.name)]
+    if missing:
+        raise PromptError(f"Prompt {name!r} needs the argument(s): {', '.join(missing)}.")
+    return HANDLERS[name]
 
 
 def complete_prompt_argument(

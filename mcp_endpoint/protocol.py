@@ -22,8 +22,9 @@ from mcp import types
 from mcp.shared import inbound as envelope
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-from mcp_endpoint import sessions
+from mcp_endpoint import dispatch, sessions
 from mcp_endpoint.dispatch import CallContext, RpcError
+from mcp_endpoint.interaction import LegacyInteraction
 from mcp_endpoint.rpc import (
     MODERN_VERSION,
     Caller,
@@ -61,6 +62,8 @@ class Outbound:
     events: list[dict[str, Any]] | None = None
     # A `subscriptions/listen` stream: the request id, and what the client asked to hear.
     listen: dict[str, Any] | None = None
+    # A 2025 call that asks the client for input on its event stream, driven by the view.
+    interaction: dict[str, Any] | None = None
 
 
 def _json(status: int, message: Any, headers: dict[str, str] | None = None) -> Outbound:
@@ -113,15 +116,20 @@ def _decode(body: bytes) -> tuple[Any, Outbound | None]:
         )
 
 
+def _has_meta_version(message: Any) -> bool:
+    """Whether a body carries the 2026-07-28 envelope (a protocol version in `_meta`)."""
+    if not isinstance(message, dict) or message.get("method") == "initialize":
+        return False
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and types.PROTOCOL_VERSION_META_KEY in meta
+
+
 def _is_modern(inbound: Inbound, message: Any) -> bool:
     version = inbound.headers.get(VERSION_HEADER)
     if version is not None:
         return version not in HANDSHAKE_PROTOCOL_VERSIONS
-    if isinstance(message, dict) and message.get("method") != "initialize":
-        params = message.get("params")
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        return isinstance(meta, dict) and types.PROTOCOL_VERSION_META_KEY in meta
-    return False
+    return _has_meta_version(message)
 
 
 def handle(inbound: Inbound) -> Outbound:
@@ -140,16 +148,15 @@ def handle(inbound: Inbound) -> Outbound:
     else:
         message = None
     version = inbound.headers.get(VERSION_HEADER)
-    if (
-        version is not None
-        and version not in HANDSHAKE_PROTOCOL_VERSIONS + MODERN_PROTOCOL_VERSIONS
-    ):
+    known = version is None or version in HANDSHAKE_PROTOCOL_VERSIONS + MODERN_PROTOCOL_VERSIONS
+    if not known and not _has_meta_version(message):
         supported = [*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS]
         return error_reply(
             400,
             types.UNSUPPORTED_PROTOCOL_VERSION,
             f"Unsupported MCP-Protocol-Version {version!r}; this server speaks "
             f"{', '.join(supported)}.",
+            request_id=message.get("id") if isinstance(message, dict) else None,
             data={"supported": supported, "requested": version},
         )
     if _is_modern(inbound, message):
@@ -196,6 +203,15 @@ def _handle_modern(inbound: Inbound, message: Any) -> Outbound:
     route = envelope.classify_inbound_request(message, headers=inbound.headers)
     if isinstance(route, envelope.InboundLadderRejection):
         return _modern_error(request_id, route.code, route.message, route.data)
+    params = message.get("params")
+    if message["method"] == "tools/call" and isinstance(params, dict):
+        # Arguments a tool's schema mirrors into Mcp-Param-* headers must match them.
+        schema = dispatch.extra_tool_schema(params.get("name"))
+        arguments = params.get("arguments")
+        if schema is not None and isinstance(arguments, dict):
+            mismatch = envelope.validate_mcp_param_headers(schema, arguments, inbound.headers)
+            if mismatch is not None:
+                return _modern_error(request_id, mismatch.code, mismatch.message, mismatch.data)
     method, params = message["method"], message.get("params")
     if method == "subscriptions/listen":
         if not _accepts(inbound.headers, SSE):
@@ -252,15 +268,8 @@ def _handle_legacy(inbound: Inbound, message: Any) -> Outbound:
             "Session not found: it ended or expired. Start a new one with initialize.",
         )
     session_headers = {"Mcp-Session-Id": session.id}
-    version = inbound.headers.get(VERSION_HEADER)
-    if version is not None and version != session.protocol_version:
-        return error_reply(
-            400,
-            types.INVALID_REQUEST,
-            f"MCP-Protocol-Version {version} does not match the version negotiated for this "
-            f"session ({session.protocol_version}).",
-            headers=session_headers,
-        )
+    # A supported MCP-Protocol-Version other than the negotiated one is accepted, as the SDK
+    # does (clients send 2025-03-26 by default); the session's version shapes the answers.
     if inbound.method == "DELETE":
         sessions.session_end(session.id)
         return Outbound(200)
@@ -288,7 +297,10 @@ def _handle_legacy(inbound: Inbound, message: Any) -> Outbound:
             headers=session_headers,
         )
     if "id" not in message or "method" not in message:
-        # Notifications (initialized, cancelled, progress) and responses need no answer.
+        # Notifications (initialized, cancelled, progress) and responses need no answer; a
+        # response is the client's answer to a request we sent on an open call's stream.
+        if "id" in message and ("result" in message or "error" in message):
+            sessions.reply_store(session.id, message)
         if message.get("method") == "notifications/initialized" and not session.initialized:
             session.initialized = True
             sessions.session_save(session)
@@ -316,7 +328,12 @@ def _legacy_request(
         session.log_level = level
         sessions.session_save(session)
 
-    context = context_for(session.protocol_version, params, session.log_level)
+    context = context_for(
+        session.protocol_version,
+        params,
+        session_log_level=session.log_level,
+        session_capabilities=session.client_capabilities,
+    )
     try:
         result = execute(
             method,
@@ -331,6 +348,21 @@ def _legacy_request(
         status = 403 if isinstance(exc, Forbidden) else 200
         return error_reply(
             status, exc.code, exc.message, request_id=request_id, data=exc.data, headers=headers
+        )
+    if isinstance(result, LegacyInteraction):
+        if not _accepts(inbound.headers, SSE):
+            return error_reply(
+                406,
+                types.INVALID_REQUEST,
+                f"{method} needs to ask the client for input midway, on an event stream: "
+                "accept text/event-stream.",
+                headers=headers,
+            )
+        return Outbound(
+            200,
+            headers,
+            events=[{"jsonrpc": "2.0", **note} for note in context.notifications],
+            interaction={"run": result, "id": request_id, "session": session.id},
         )
     return _reply(request_id, result, context, inbound.headers, headers)
 

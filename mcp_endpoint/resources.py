@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from mcp import types
@@ -25,6 +26,18 @@ TEMPLATE = types.ResourceTemplate(
 )
 
 
+# Optional resource sets (the conformance fixtures) add theirs at start-up: fixed resources by
+# URI with a reader, templates with a reader that returns None for a URI it does not serve,
+# and the URIs a client may subscribe to.
+EXTRA_RESOURCES: dict[str, tuple[types.Resource, Callable[[], list[Any]]]] = {}
+EXTRA_TEMPLATES: list[tuple[types.ResourceTemplate, Callable[[str], list[Any] | None]]] = []
+SUBSCRIBABLE: set[str] = set()
+
+
+def templates() -> list[types.ResourceTemplate]:
+    return [TEMPLATE, *(template for template, _ in EXTRA_TEMPLATES)]
+
+
 class ResourceNotFound(LookupError):
     """No resource at that URI; the message says what exists."""
 
@@ -45,11 +58,17 @@ def list_resources() -> list[types.Resource]:
                     mime_type=MIME_TYPE,
                 )
             )
-    return resources
+    return [*resources, *(resource for resource, _ in EXTRA_RESOURCES.values())]
 
 
-def read_resource(uri: str) -> list[types.TextResourceContents]:
-    """The JSON of one spec; raises `ResourceNotFound` for any other URI."""
+def read_resource(uri: str) -> list[Any]:
+    """The JSON of one spec (or an extra resource); raises `ResourceNotFound` otherwise."""
+    if uri in EXTRA_RESOURCES:
+        return EXTRA_RESOURCES[uri][1]()
+    for _, reader in EXTRA_TEMPLATES:
+        contents = reader(uri)
+        if contents is not None:
+            return contents
     if not uri.startswith(SCHEME) or uri.count("/") != 3:
         raise ResourceNotFound(
             f"No resource {uri!r}: node specs are at nodespec://NODE_TYPE/SUBTYPE, "

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from mcp_endpoint import dispatch
 from mcp_endpoint.dispatch import LOG_LEVELS, CallContext, RpcError
+from mcp_endpoint.interaction import LegacyInteraction
 
 MODERN_VERSION = MODERN_PROTOCOL_VERSIONS[-1]
 LATEST_HANDSHAKE_VERSION = HANDSHAKE_PROTOCOL_VERSIONS[-1]
@@ -56,14 +57,25 @@ def params_problem(method: str, exc: ValidationError) -> str:
     return f"Invalid params for {method}: " + "; ".join(dict.fromkeys(problems))
 
 
-def context_for(version: str, params: Any, session_log_level: str | None = None) -> CallContext:
-    """The call context: a progress token and log level from `_meta` (or the session)."""
-    meta = (params or {}).get("_meta") or {} if isinstance(params, dict) else {}
+def context_for(
+    version: str,
+    params: Any,
+    *,
+    session_log_level: str | None = None,
+    session_capabilities: dict[str, Any] | None = None,
+    transport: str = "http",
+) -> CallContext:
+    """The call context: progress token, log level and client capabilities, from `_meta`
+    (2026-07-28) or from the session (2025 revisions)."""
+    meta = (params.get("_meta") or {}) if isinstance(params, dict) else {}
     level = meta.get(types.LOG_LEVEL_META_KEY, session_log_level)
+    capabilities = meta.get(types.CLIENT_CAPABILITIES_META_KEY, session_capabilities)
     return CallContext(
         protocol_version=version,
         progress_token=meta.get("progressToken"),
         log_level=level if level in LOG_LEVELS else None,
+        client_capabilities=capabilities if isinstance(capabilities, dict) else {},
+        transport=transport,
     )
 
 
@@ -80,9 +92,12 @@ def _modern_result(method: str, dumped: dict[str, Any]) -> dict[str, Any]:
 
 
 def discover_result() -> types.DiscoverResult:
+    capabilities = dispatch.server_capabilities()
+    # subscriptions/listen reports catalog changes in this era.
+    capabilities.resources.list_changed = True
     return types.DiscoverResult(
         supported_versions=list(MODERN_PROTOCOL_VERSIONS),
-        capabilities=dispatch.server_capabilities(),
+        capabilities=capabilities,
         instructions=dispatch.INSTRUCTIONS,
         ttl_ms=CACHE_HINTS["server/discover"],
         cache_scope="public",
@@ -97,10 +112,11 @@ def execute(
     caller: Caller,
     context: CallContext,
     on_set_level: Any = None,
-) -> dict[str, Any]:
+) -> dict[str, Any] | LegacyInteraction:
     """Answer one request and return its result serialised for `version`.
 
-    Raises `RpcError` (unknown method, bad params, a failing method) or `Forbidden`.
+    Raises `RpcError` (unknown method, bad params, a failing method) or `Forbidden`. A call
+    that must ask the client for input on a 2025 session returns a `LegacyInteraction`.
     `on_set_level(level)` stores a `logging/setLevel` for the session, where there is one.
     """
     try:
@@ -123,10 +139,17 @@ def execute(
         result = types.EmptyResult()
     else:
         result = dispatch.call_method(request, context)
-    dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
-    if version in MODERN_PROTOCOL_VERSIONS:
-        dumped = _modern_result(method, dumped)
-    return methods.serialize_server_result(method, version, dumped)
+
+    def serialize(final: types.Result) -> dict[str, Any]:
+        dumped = final.model_dump(by_alias=True, exclude_none=True, mode="json")
+        if version in MODERN_PROTOCOL_VERSIONS:
+            dumped = _modern_result(method, dumped)
+        return methods.serialize_server_result(method, version, dumped)
+
+    if isinstance(result, LegacyInteraction):
+        result.finish = serialize
+        return result
+    return serialize(result)
 
 
 def negotiate(params: Any) -> tuple[str, types.InitializeRequestParams]:

@@ -66,3 +66,26 @@ def session_get(session_id: str, *, owner: str) -> Session | None:
 
 def session_end(session_id: str) -> None:
     cache.delete(_PREFIX + session_id)
+
+
+# The client's answers to requests the server sent on a call's event stream.
+_REPLY_PREFIX = "mcp:reply:"
+REPLY_TTL_SECONDS = 300
+
+
+def _reply_key(session_id: str, request_id: Any) -> str:
+    return f"{_REPLY_PREFIX}{session_id}:{request_id}"
+
+
+def reply_store(session_id: str, message: dict[str, Any]) -> None:
+    """Keep a client's JSON-RPC response until the waiting call takes it."""
+    cache.set(_reply_key(session_id, message.get("id")), message, timeout=REPLY_TTL_SECONDS)
+
+
+def reply_take(session_id: str, request_id: Any) -> dict[str, Any] | None:
+    """The client's response to `request_id`, once; None while it has not arrived."""
+    key = _reply_key(session_id, request_id)
+    message = cache.get(key)
+    if message is not None:
+        cache.delete(key)
+    return message

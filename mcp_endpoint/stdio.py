@@ -43,6 +43,7 @@ class StdioConnection:
     def __init__(self) -> None:
         self.version: str | None = None
         self.log_level: str | None = None
+        self.capabilities: dict[str, Any] = {}
 
     def answer(self, line: str) -> list[dict[str, Any]]:
         """The messages to write for one input line: notifications, then the response."""
@@ -69,7 +70,8 @@ class StdioConnection:
         self, request_id: Any, method: str, params: Any, message: dict[str, Any]
     ) -> list[dict[str, Any]]:
         if method == "initialize":
-            self.version, _ = negotiate(params)
+            self.version, initialize = negotiate(params)
+            self.capabilities = initialize.capabilities.model_dump(mode="json", exclude_none=True)
             return [{"jsonrpc": "2.0", "id": request_id, "result": initialize_result(self.version)}]
         meta = params.get("_meta") if isinstance(params, dict) else None
         if isinstance(meta, dict) and types.PROTOCOL_VERSION_META_KEY in meta:
@@ -84,7 +86,13 @@ class StdioConnection:
             )
         else:
             version = self.version
-        context = context_for(version, params, self.log_level)
+        context = context_for(
+            version,
+            params,
+            session_log_level=self.log_level,
+            session_capabilities=self.capabilities,
+            transport="stdio",
+        )
         result = execute(
             method,
             params,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,13 +23,16 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from mcp import types
 
-from mcp_endpoint import protocol
+from mcp_endpoint import protocol, sessions
 from mcp_endpoint.auth import Refusal, authenticate, rate_limit
 from mcp_endpoint.rpc import Caller
 from nodespecs.registry import GENERATION_KEY
 
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1"}
 KEEPALIVE_SECONDS = 15
+REPLY_WAIT_SECONDS = 120
+LISTENABLE = ("toolsListChanged", "promptsListChanged", "resourcesListChanged")
+REPLY_POLL_SECONDS = 0.05
 LISTEN_POLL_SECONDS = 2
 
 
@@ -87,7 +91,9 @@ async def _listen(listen: dict[str, Any]) -> AsyncIterator[bytes]:
     """`subscriptions/listen`: acknowledge, then report catalog changes until the time is up."""
     request_id = listen["id"]
     asked = (listen["params"] or {}).get("notifications") or {}
-    granted = {"resourcesListChanged": True} if asked.get("resourcesListChanged") else {}
+    # Tools and prompts never change at run time, so those subscriptions stay quiet; the
+    # catalog (resources) does change.
+    granted = {kind: True for kind in LISTENABLE if asked.get(kind) is True}
     meta = {"io.modelcontextprotocol/subscriptionId": request_id}
     yield _sse(
         {
@@ -102,7 +108,7 @@ async def _listen(listen: dict[str, Any]) -> AsyncIterator[bytes]:
     while time.monotonic() < deadline:
         await asyncio.sleep(LISTEN_POLL_SECONDS)
         current = await cache.aget(GENERATION_KEY)
-        if granted and current != generation:
+        if granted.get("resourcesListChanged") and current != generation:
             generation = current
             last_sent = time.monotonic()
             yield _sse(
@@ -118,6 +124,61 @@ async def _listen(listen: dict[str, Any]) -> AsyncIterator[bytes]:
     yield _sse(
         {"jsonrpc": "2.0", "id": request_id, "result": {"_meta": meta, "resultType": "complete"}}
     )
+
+
+async def _await_reply(session_id: str, request_id: str) -> dict[str, Any] | None:
+    deadline = time.monotonic() + REPLY_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        reply = await sync_to_async(sessions.reply_take)(session_id, request_id)
+        if reply is not None:
+            return reply
+        await asyncio.sleep(REPLY_POLL_SECONDS)
+    return None
+
+
+async def _interact(events: list[dict[str, Any]], plan: dict[str, Any]) -> AsyncIterator[bytes]:
+    """Drive a 2025 call that asks the client for input: send each request on this stream,
+    wait for the answer the client posts back, and finish with the call's response."""
+    for event in events:
+        yield _sse(event)
+    run, call_id, session_id = plan["run"], plan["id"], plan["session"]
+    try:
+        requests = next(run.handler)
+        while True:
+            answers = {}
+            for request in requests:
+                server_id = f"{call_id}:{request.key}:{uuid.uuid4().hex[:8]}"
+                yield _sse(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": server_id,
+                        "method": request.method,
+                        "params": request.params,
+                    }
+                )
+                reply = await _await_reply(session_id, server_id)
+                if reply is None or "result" not in reply:
+                    problem = (
+                        f"no answer to {request.method} within {REPLY_WAIT_SECONDS} s"
+                        if reply is None
+                        else f"the client refused {request.method}: {reply.get('error')}"
+                    )
+                    run.handler.close()
+                    yield _sse(
+                        {
+                            "jsonrpc": "2.0",
+                            "id": call_id,
+                            "error": {
+                                "code": types.INTERNAL_ERROR,
+                                "message": f"Stopped: {problem}.",
+                            },
+                        }
+                    )
+                    return
+                answers[request.key] = reply["result"]
+            requests = run.handler.send(answers)
+    except StopIteration as finished:
+        yield _sse({"jsonrpc": "2.0", "id": call_id, "result": run.finish(finished.value)})
 
 
 def _stream(body: AsyncIterator[bytes], headers: dict[str, str]) -> StreamingHttpResponse:
@@ -163,6 +224,8 @@ async def mcp(request: HttpRequest) -> HttpResponse:
         )
         address = request.META.get("REMOTE_ADDR", "")
         outbound = await sync_to_async(_sync_handle, thread_sensitive=False)(inbound, address)
+    if outbound.interaction is not None:
+        return _stream(_interact(outbound.events or [], outbound.interaction), outbound.headers)
     if outbound.listen is not None:
         return _stream(_listen(outbound.listen), outbound.headers)
     if outbound.events is not None:

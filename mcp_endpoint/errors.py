@@ -1,0 +1,13 @@
+"""The JSON-RPC error that methods raise; the transport chooses the HTTP status."""
+
+from typing import Any
+
+
+class RpcError(Exception):
+    """A JSON-RPC error: code, message and optional data."""
+
+    def __init__(self, code: int, message: str, data: Any = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data

@@ -1,0 +1,83 @@
+"""The official MCP conformance suite against the live server (docs/conformance.md).
+
+The suite is installed by .ci/run (npm); tests never download anything. Without it the
+tests are skipped locally and fail in CI.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from tests.e2e.conftest import ROOT, start_server
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = ROOT / ".ci" / "run-conformance.sh"
+ANONYMOUS = {"MCP_ANONYMOUS_SCOPES": "tools:read,tools:execute,resources:read"}
+# Scenarios that need no named fixture, with the default configuration.
+NO_FIXTURE_SCENARIOS = [
+    ("0.1.16", "server-initialize"),
+    ("0.1.16", "ping"),
+    ("0.1.16", "logging-set-level"),
+    ("0.1.16", "tools-list"),
+    ("0.1.16", "resources-list"),
+    ("0.1.16", "prompts-list"),
+    ("0.1.16", "server-sse-multiple-streams"),
+    ("0.1.16", "dns-rebinding-protection"),
+    ("0.2.0", "server-session-lifecycle"),
+    ("0.2.0", "caching"),
+    ("0.2.0", "sep-2164-resource-not-found"),
+]
+
+
+def conformance(url: str, version: str, selector: str, tmp_path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "CONFORMANCE_NO_INSTALL": "1", "CONFORMANCE_OUT": str(tmp_path)}
+    result = subprocess.run(
+        ["bash", str(SCRIPT), f"{url}/mcp", version, selector],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if result.returncode == 3:
+        message = f"conformance suite not installed: {result.stderr.strip()}"
+        if os.environ.get("CI"):
+            pytest.fail(message + " (.ci/run installs it)")
+        pytest.skip(message + "; run: bash .ci/run-conformance.sh --install 0.1.16 0.2.0")
+    return result
+
+
+@pytest.fixture(scope="module")
+def default_server(tmp_path_factory):
+    yield from start_server(tmp_path_factory.mktemp("conformance-default"), **ANONYMOUS)
+
+
+@pytest.fixture(scope="module")
+def fixture_server(tmp_path_factory):
+    yield from start_server(
+        tmp_path_factory.mktemp("conformance-fixtures"),
+        MCP_CONFORMANCE_FIXTURES="true",
+        **ANONYMOUS,
+    )
+
+
+@pytest.mark.parametrize(("version", "scenario"), NO_FIXTURE_SCENARIOS)
+def test_every_scenario_without_fixtures_passes_by_default(
+    default_server, tmp_path, version, scenario
+):
+    result = conformance(default_server.url, version, f"scenario:{scenario}", tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "conformance: 1 passed, 0 failed" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("version", "selector"),
+    [("0.1.16", "active"), ("0.2.0", "active"), ("0.2.0", "req:2026-07-28")],
+)
+def test_with_the_fixtures_the_whole_suite_passes(fixture_server, tmp_path, version, selector):
+    result = conformance(fixture_server.url, version, selector, tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert ", 0 failed" in result.stdout.strip().splitlines()[-1]
