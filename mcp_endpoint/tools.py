@@ -113,6 +113,8 @@ class ToolDefinition:
             variants = prop.pop("anyOf", None)
             if variants:
                 prop.update(next(v for v in variants if v.get("type") != "null"))
+                if prop.get("default", "") is None:
+                    del prop["default"]
         return schema
 
     def parse(self, raw: dict[str, Any] | None) -> StrictArguments:
