@@ -106,7 +106,8 @@ def _page(items: list[Any], cursor: str | None) -> tuple[list[Any], str | None]:
     """Cursor pagination over a deterministic list: the cursor is the next offset."""
     start = 0
     if cursor is not None:
-        if not cursor.isdigit() or int(cursor) > len(items):
+        valid = cursor.isascii() and cursor.isdecimal() and len(cursor) < 10
+        if not valid or int(cursor) > len(items):
             raise RpcError(
                 types.INVALID_PARAMS,
                 f"Invalid cursor {cursor!r}: pass back the nextCursor of the previous page.",

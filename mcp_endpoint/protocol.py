@@ -67,7 +67,8 @@ class Outbound:
 
 
 def _json(status: int, message: Any, headers: dict[str, str] | None = None) -> Outbound:
-    body = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
+    # ASCII escapes: an echoed lone surrogate ("\ud800") must not break the encoding.
+    body = json.dumps(message, separators=(",", ":")).encode()
     return Outbound(status, {"Content-Type": JSON, **(headers or {})}, body)
 
 
@@ -110,7 +111,7 @@ def _reply(
 def _decode(body: bytes) -> tuple[Any, Outbound | None]:
     try:
         return json.loads(body), None
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         return None, error_reply(
             400, types.PARSE_ERROR, f"Parse error: the body is not JSON ({exc})."
         )
@@ -184,6 +185,12 @@ def _handle_modern(inbound: Inbound, message: Any) -> Outbound:
             types.INVALID_REQUEST,
             "Invalid Request: the body must be one JSON-RPC request or notification object.",
         )
+    if message.get("jsonrpc") != "2.0":
+        return _modern_error(
+            message.get("id") if isinstance(message.get("id"), (str, int)) else None,
+            types.INVALID_REQUEST,
+            'Invalid Request: not a JSON-RPC 2.0 message (send "jsonrpc": "2.0").',
+        )
     if "id" not in message:
         return _notification(message)
     request_id = message.get("id")
@@ -216,7 +223,10 @@ def _handle_modern(inbound: Inbound, message: Any) -> Outbound:
     if method == "subscriptions/listen":
         if not _accepts(inbound.headers, SSE):
             return error_reply(
-                406, types.INVALID_REQUEST, "subscriptions/listen answers as text/event-stream."
+                406,
+                types.INVALID_REQUEST,
+                "subscriptions/listen answers as text/event-stream: accept it.",
+                request_id=request_id,
             )
         return Outbound(200, listen={"id": request_id, "params": params})
     context = context_for(MODERN_VERSION, params)
@@ -252,6 +262,13 @@ def _handle_legacy(inbound: Inbound, message: Any) -> Outbound:
         return _initialize(inbound, message)
     if inbound.method not in ("POST", "GET", "DELETE"):
         return Outbound(405, {"Allow": "GET, POST, DELETE"})
+    if inbound.method == "POST" and not isinstance(message, (dict, list)):
+        return error_reply(
+            400,
+            types.INVALID_REQUEST,
+            "Invalid Request: the body must be a JSON-RPC request object "
+            '(e.g. {"jsonrpc": "2.0", "id": 1, "method": "initialize", ...}).',
+        )
     if not session_id:
         return error_reply(
             400,

@@ -67,7 +67,8 @@ def context_for(
 ) -> CallContext:
     """The call context: progress token, log level and client capabilities, from `_meta`
     (2026-07-28) or from the session (2025 revisions)."""
-    meta = (params.get("_meta") or {}) if isinstance(params, dict) else {}
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
     level = meta.get(types.LOG_LEVEL_META_KEY, session_log_level)
     capabilities = meta.get(types.CLIENT_CAPABILITIES_META_KEY, session_capabilities)
     return CallContext(
@@ -129,8 +130,8 @@ def execute(
     if scope is not None and scope not in caller.scopes:
         raise Forbidden(
             types.INVALID_REQUEST,
-            f"Forbidden: {method} needs the scope {scope}, which this API key does not have. "
-            "Ask an administrator for a key with that scope.",
+            f"Forbidden: {method} needs the scope {scope}, which this caller does not have. "
+            "Use an API key with that scope (ask an administrator for one).",
         )
     if method == "server/discover":
         result: types.Result = discover_result()

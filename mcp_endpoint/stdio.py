@@ -49,7 +49,7 @@ class StdioConnection:
         """The messages to write for one input line: notifications, then the response."""
         try:
             message = json.loads(line)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             return [_error(None, types.PARSE_ERROR, f"Parse error: {exc}")]
         if not isinstance(message, dict) or not isinstance(message.get("method"), str):
             if isinstance(message, dict) and ("result" in message or "error" in message):
@@ -111,4 +111,4 @@ def serve(lines: Iterable[str]) -> Iterator[str]:
     for line in lines:
         if line.strip():
             for message in connection.answer(line):
-                yield json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+                yield json.dumps(message, separators=(",", ":"))

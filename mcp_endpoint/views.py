@@ -203,7 +203,7 @@ async def mcp(request: HttpRequest) -> HttpResponse:
     limit = settings.MCP_MAX_BODY_BYTES
     declared = request.headers.get("Content-Length", "0")
     try:
-        if declared.isdigit() and int(declared) > limit:
+        if declared.isascii() and declared.isdecimal() and int(declared) > limit:
             raise RequestDataTooBig
         body = request.body
         if len(body) > limit:
