@@ -1,4 +1,7 @@
-"""Streamable HTTP for MCP, both protocol eras on one endpoint. No Django here.
+"""Streamable HTTP for MCP, both protocol eras on one endpoint.
+
+Transport-neutral: no request or response objects of Django here (only `sessions.py`, which
+keeps sessions in Django's cache), so the rules can be tested without a server.
 
 `handle(inbound)` takes a transport-neutral request (HTTP method, headers, body, caller) and
 returns an `Outbound` (status, headers, and a JSON body or server-sent events).

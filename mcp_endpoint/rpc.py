@@ -1,7 +1,7 @@
 """One JSON-RPC request, executed for a protocol version: parse, authorise, answer, serialise.
 
 Shared by the HTTP transport (`protocol.py`) and stdio (`manage.py mcp_stdio`), so a request
-means the same thing whichever way it arrives. No Django here.
+means the same thing whichever way it arrives.
 """
 
 from __future__ import annotations

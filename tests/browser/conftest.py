@@ -22,8 +22,10 @@ CHROMIUM_ARGS = [
 ]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
+    """Chromium for one test module: Playwright's sync API runs an event loop in this thread
+    while it is open, which would stop the Django test client from calling async views."""
     if not Path(CHROMIUM).exists():
         if os.environ.get("CI"):
             pytest.fail(
@@ -35,10 +37,13 @@ def browser():
     # Playwright's sync API runs an event loop in this thread; the test's own ORM calls
     # (fixtures, assertions) are still plain synchronous code.
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+    try:
+        with sync_playwright() as playwright:
+            chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            yield chromium
+            chromium.close()
+    finally:
+        del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
 
 
 @pytest.fixture
