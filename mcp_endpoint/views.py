@@ -1,8 +1,8 @@
 """The `/mcp` view: transport and authentication only; the protocol lives in `protocol.py`.
 
 The view is async so that long-lived streams (`subscriptions/listen`) hold no worker thread;
-the request's own work (key lookup, rate limit, protocol) runs in one thread hop, since it
-may touch the database.
+the request's own work (key lookup, rate limit, protocol) runs in one hop to Django's sync
+thread, since it may touch the database.
 """
 
 from __future__ import annotations
@@ -223,7 +223,10 @@ async def mcp(request: HttpRequest) -> HttpResponse:
             raw_headers=raw_headers,
         )
         address = request.META.get("REMOTE_ADDR", "")
-        outbound = await sync_to_async(_sync_handle, thread_sensitive=False)(inbound, address)
+        # thread_sensitive: the work runs in the one thread that holds Django's database
+        # connections (as a sync view would), so connections are opened, reused and closed
+        # by Django's request cycle rather than left behind in pool threads.
+        outbound = await sync_to_async(_sync_handle, thread_sensitive=True)(inbound, address)
     if outbound.interaction is not None:
         return _stream(_interact(outbound.events or [], outbound.interaction), outbound.headers)
     if outbound.listen is not None:
