@@ -1,4 +1,7 @@
-"""ASGI entry point: `uvicorn config.asgi:application`."""
+"""ASGI entry point: `uvicorn config.asgi:application`.
+
+`/mcp` goes to the lean MCP app (mcp_endpoint/asgi.py); everything else to Django.
+"""
 
 import os
 
@@ -6,4 +9,13 @@ from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-application = get_asgi_application()
+django_application = get_asgi_application()
+
+from mcp_endpoint.asgi import mcp_app  # noqa: E402  (needs Django set up first)
+
+
+async def application(scope, receive, send):
+    if scope["type"] == "http" and scope["path"] == "/mcp":
+        await mcp_app(scope, receive, send)
+    else:
+        await django_application(scope, receive, send)

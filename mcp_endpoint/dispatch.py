@@ -11,6 +11,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from mcp import types
@@ -141,8 +142,9 @@ def tool_list() -> list[types.Tool]:
     return [*_knowledge_tools(), *(extra.tool for extra in EXTRA_TOOLS.values())]
 
 
-def _knowledge_tools() -> list[types.Tool]:
-    return [
+@cache
+def _knowledge_tools() -> tuple[types.Tool, ...]:
+    return tuple(
         types.Tool(
             name=tool.name,
             title=tool.title,
@@ -158,7 +160,7 @@ def _knowledge_tools() -> list[types.Tool]:
             ),
         )
         for tool in TOOLS.values()
-    ]
+    )
 
 
 def _tool_error(message: str) -> types.CallToolResult:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -21,6 +22,11 @@ from mcp_endpoint.models import ApiKey, Scope
 KEY_MARKER = "sy"
 # Writing last_used_at on every request would turn each read into a write.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+# A key found valid is trusted for this long without asking the database again, so a busy
+# client costs no query per request. Revoking clears this process at once; other processes
+# notice within this time.
+REMEMBER_SECONDS = 10.0
+_remembered: dict[str, tuple[float, ApiKey]] = {}
 
 
 class InvalidScopes(ValueError):
@@ -69,6 +75,9 @@ def api_key_revoke(*, key: ApiKey) -> None:
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
+    for digest, (_, remembered) in list(_remembered.items()):
+        if remembered.pk == key.pk:
+            _remembered.pop(digest, None)
 
 
 @dataclass(frozen=True)
@@ -77,8 +86,29 @@ class AuthResult:
     problem: str | None = None
 
 
+def is_remembered(raw: str) -> bool:
+    """Whether `api_key_authenticate(raw)` would answer without the database."""
+    remembered = _remembered.get(_hash(raw))
+    return remembered is not None and remembered[0] > time.monotonic()
+
+
 def api_key_authenticate(raw: str) -> AuthResult:
     """Find the active key for a presented secret, or say why it is refused."""
+    digest = _hash(raw)
+    remembered = _remembered.get(digest)
+    if remembered is not None and remembered[0] > time.monotonic():
+        key = remembered[1]
+        if not key.is_expired():
+            return AuthResult(key)
+    result = _authenticate(raw)
+    if result.key is not None:
+        _remembered[digest] = (time.monotonic() + REMEMBER_SECONDS, result.key)
+    else:
+        _remembered.pop(digest, None)
+    return result
+
+
+def _authenticate(raw: str) -> AuthResult:
     marker, _, rest = raw.strip().partition("_")
     prefix, _, secret = rest.partition("_")
     if marker != KEY_MARKER or not prefix or not secret:

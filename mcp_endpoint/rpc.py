@@ -126,13 +126,10 @@ def execute(
         raise RpcError(types.METHOD_NOT_FOUND, f"Method not found: {method}", method) from None
     except ValidationError as exc:
         raise RpcError(types.INVALID_PARAMS, params_problem(method, exc)) from None
-    scope = dispatch.REQUIRED_SCOPES.get(method)
-    if scope is not None and scope not in caller.scopes:
-        raise Forbidden(
-            types.INVALID_REQUEST,
-            f"Forbidden: {method} needs the scope {scope}, which this caller does not have. "
-            "Use an API key with that scope (ask an administrator for one).",
-        )
+    _check_scope(method, caller)
+    memo_key = _static_key(method, version, params)
+    if memo_key in _STATIC_RESULTS:
+        return _STATIC_RESULTS[memo_key]
     if method == "server/discover":
         result: types.Result = discover_result()
     elif method == "logging/setLevel" and on_set_level is not None:
@@ -150,7 +147,33 @@ def execute(
     if isinstance(result, LegacyInteraction):
         result.finish = serialize
         return result
-    return serialize(result)
+    serialized = serialize(result)
+    if memo_key is not None:
+        _STATIC_RESULTS[memo_key] = serialized
+    return serialized
+
+
+# Lists that cannot change while the process runs (tools, prompts, templates), serialised once
+# per version and page: tools/list is among the most frequent calls an agent makes.
+_STATIC_METHODS = frozenset({"tools/list", "prompts/list", "resources/templates/list"})
+_STATIC_RESULTS: dict[tuple[str, str, Any], dict[str, Any]] = {}
+
+
+def _static_key(method: str, version: str, params: Any) -> tuple[str, str, Any] | None:
+    if method not in _STATIC_METHODS:
+        return None
+    # Called once the params have parsed, so the cursor is a string or absent.
+    return (method, version, params.get("cursor") if isinstance(params, dict) else None)
+
+
+def _check_scope(method: str, caller: Caller) -> None:
+    scope = dispatch.REQUIRED_SCOPES.get(method)
+    if scope is not None and scope not in caller.scopes:
+        raise Forbidden(
+            types.INVALID_REQUEST,
+            f"Forbidden: {method} needs the scope {scope}, which this caller does not have. "
+            "Use an API key with that scope (ask an administrator for one).",
+        )
 
 
 def negotiate(params: Any) -> tuple[str, types.InitializeRequestParams]:

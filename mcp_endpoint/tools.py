@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -97,6 +98,20 @@ _NODE_SUMMARY = {
 }
 
 
+@cache
+def _input_schema(arguments: type[StrictArguments]) -> dict[str, Any]:
+    """The JSON Schema of an argument model, built once (pydantic's is not cheap)."""
+    schema = arguments.model_json_schema()
+    # Optional string arguments read as plain strings (null is the same as leaving them out).
+    for prop in schema.get("properties", {}).values():
+        variants = prop.pop("anyOf", None)
+        if variants:
+            prop.update(next(v for v in variants if v.get("type") != "null"))
+            if prop.get("default", "") is None:
+                del prop["default"]
+    return schema
+
+
 @dataclass(frozen=True)
 class ToolDefinition:
     name: str
@@ -107,15 +122,7 @@ class ToolDefinition:
     handler: Callable[[Any], dict[str, Any]]
 
     def input_schema(self) -> dict[str, Any]:
-        schema = self.arguments.model_json_schema()
-        # Optional string arguments read as plain strings (null is the same as leaving them out).
-        for prop in schema.get("properties", {}).values():
-            variants = prop.pop("anyOf", None)
-            if variants:
-                prop.update(next(v for v in variants if v.get("type") != "null"))
-                if prop.get("default", "") is None:
-                    del prop["default"]
-        return schema
+        return _input_schema(self.arguments)
 
     def parse(self, raw: dict[str, Any] | None) -> StrictArguments:
         """Validate the arguments; a `ToolError` names each bad field and what is wrong."""

@@ -86,6 +86,17 @@ def _table_stamp() -> str:
     return f"{stamp['count']}:{stamp['changed']}"
 
 
+def needs_database() -> bool:
+    """Whether the next `current_registry()` call may query the database (to check the
+    table or rebuild); callers in an event loop then run it in a thread."""
+    registry = _current
+    return (
+        registry is None
+        or registry.generation != _generation()
+        or time.monotonic() - _checked_at >= TABLE_CHECK_SECONDS
+    )
+
+
 def current_registry() -> Registry:
     """The registry for the catalog as it is now, rebuilt only when it has changed."""
     global _current, _checked_at

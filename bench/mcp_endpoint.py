@@ -1,0 +1,662 @@
+"""Benchmark of the MCP endpoint over HTTP against the official SDK: `python bench/mcp_endpoint.py`.
+
+    .venv/bin/python bench/mcp_endpoint.py [--duration 10] [--warmup 2] [--rounds 2]
+        [--workers 2] [--concurrency 1,16] [--eras modern,legacy]
+
+Measures requests/s and p50/p99 latency of `tools/call get_node_details` (one node,
+ACTION/HTTP_REQUEST) and `tools/list`, at each concurrency, in both protocol eras
+(2026-07-28 without sessions; 2025-11-25 with a session opened by `initialize`), against:
+
+- ours: a production start of Switchyard — a throwaway SQLite database (or `DATABASE_URL`)
+  prepared with `migrate`, `load_node_specs` and `create_api_key`, `DEBUG=false`, a random
+  `SECRET_KEY`, then `uvicorn config.asgi:application --workers W --no-access-log`. Several
+  workers need a shared cache (docs/operations.md), so with W > 1 and no `REDIS_URL` a
+  private `redis-server` is started on 127.0.0.1 (`--cache` overrides). Requests carry
+  `Authorization: Bearer KEY`; the key's rate limit is set high enough never to refuse.
+- the peers: `bench/sdk_peer_server.py`, the same tool and data on the SDK's `MCPServer`
+  under the same uvicorn, stateless (`--peer-workers`, default as ours) and stateful (one
+  worker: its sessions live in process memory), both with JSON responses.
+
+The load comes from `wrk` (one thread, keep-alive connections = concurrency; install with
+`apt-get install -y wrk`). Each (era, method, concurrency) cell runs every server in turn,
+A B A B for `--rounds` rounds, each run `--warmup` s discarded then `--duration` s measured,
+so drift of the shared machine hits all servers alike. Every response of a run must be 2xx
+(wrk's non-2xx/3xx count and socket errors must be zero) and one request per server and cell
+is checked for the right content first. `cpu ms/req` is the server processes' CPU time
+(Redis included where used) over requests: an efficiency figure that does not depend on how
+much CPU the load generator took. Ratios are ours / peer (above 1: we are faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+BIN = Path(PYTHON).parent
+MODERN = "2026-07-28"
+LEGACY = "2025-11-25"
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+TOOL_ARGUMENTS = {"nodes": [{"node_type": "ACTION", "subtype": "HTTP_REQUEST"}]}
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+TARGETS = {16: 1.5, 1: 1.0}  # concurrency → ours/peer throughput the issue asks for
+
+
+# ---------------------------------------------------------------------------- processes
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Server:
+    """One HTTP server under test (its own process group) and how to talk to it."""
+
+    label: str
+    kind: str  # "ours" or "sdk"
+    port: int
+    command: list[str]
+    env: dict[str, str]
+    log: Path
+    extra_cpu_pids: list[int] = field(default_factory=list)
+    auth: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen | None = None
+    sessions: dict[str, str] = field(default_factory=dict)  # era → session id ("" = none)
+
+    def start(self) -> None:
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(
+                self.command,
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process and self.process.poll() is not None:
+                raise SystemExit(f"{self.label} exited at start; see {self.log}:\n{tail(self.log)}")
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                conn.request("GET", "/mcp")
+                conn.getresponse().read()
+                conn.close()
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise SystemExit(f"{self.label} did not answer within {timeout:.0f} s; see {self.log}")
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            stop_group(self.process)
+
+    def cpu_seconds(self) -> float:
+        """CPU time of every process in the server's group (workers included), plus extras."""
+        if not self.process:
+            return 0.0
+        return group_cpu_seconds(self.process.pid) + sum(
+            pid_cpu_seconds(pid) for pid in self.extra_cpu_pids
+        )
+
+
+def stop_group(process: subprocess.Popen) -> None:
+    """End a process group this script started (by its id), politely then firmly."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=5)
+    except ProcessLookupError:
+        pass
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return raw[raw.rindex(")") + 2 :].split()
+
+
+def pid_cpu_seconds(pid: int) -> float:
+    fields = _stat_fields(pid)
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK if fields else 0.0
+
+
+def group_cpu_seconds(pgid: int) -> float:
+    total = 0.0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            fields = _stat_fields(int(entry.name))
+            if fields and int(fields[2]) == pgid:  # field 5 of stat: process group
+                total += (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return total
+
+
+def tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def run_checked(command: list[str], env: dict[str, str], what: str) -> str:
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    if result.returncode != 0:
+        raise SystemExit(f"{what} failed ({result.returncode}):\n{result.stderr or result.stdout}")
+    return result.stdout
+
+
+# ---------------------------------------------------------------------------- requests
+
+
+def request_body(era: str, method: str, request_id: int = 1) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    if method == "tools/call":
+        params = {"name": "get_node_details", "arguments": TOOL_ARGUMENTS}
+    if era == "modern":
+        params["_meta"] = MODERN_META
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+def request_headers(server: Server, era: str, method: str) -> dict[str, str]:
+    headers = {"Content-Type": "application/json", "Accept": "application/json", **server.auth}
+    if era == "modern":
+        headers["MCP-Protocol-Version"] = MODERN
+        headers["Mcp-Method"] = method
+        if method == "tools/call":
+            headers["Mcp-Name"] = "get_node_details"
+    else:
+        headers["MCP-Protocol-Version"] = LEGACY
+        if server.sessions.get(era):
+            headers["Mcp-Session-Id"] = server.sessions[era]
+    return headers
+
+
+def post(server: Server, headers: dict[str, str], body: dict[str, Any]):
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        conn.request("POST", "/mcp", body=json.dumps(body).encode(), headers=headers)
+        response = conn.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        conn.close()
+
+
+def open_legacy_session(server: Server) -> None:
+    """initialize + notifications/initialized; remember the session id (none if stateless)."""
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        **server.auth,
+    }
+    status, response_headers, body = post(
+        server,
+        headers,
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": LEGACY,
+                "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "1"},
+            },
+        },
+    )
+    if status != 200:
+        raise SystemExit(f"{server.label}: initialize answered {status}: {body[:300]!r}")
+    lowered = {name.lower(): value for name, value in response_headers.items()}
+    session = lowered.get("mcp-session-id", "")
+    server.sessions["legacy"] = session
+    headers["MCP-Protocol-Version"] = LEGACY
+    if session:
+        headers["Mcp-Session-Id"] = session
+    status, _, body = post(
+        server, headers, {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    )
+    if status not in (200, 202):
+        raise SystemExit(f"{server.label}: notifications/initialized answered {status}: {body!r}")
+
+
+def verify(server: Server, era: str, method: str) -> int:
+    """One request, checked for the right content; returns the response size in bytes."""
+    status, _, raw = post(server, request_headers(server, era, method), request_body(era, method))
+    problem = None
+    try:
+        message = json.loads(raw)
+    except ValueError:
+        message, problem = None, "not JSON"
+    if problem is None and status != 200:
+        problem = f"HTTP {status}"
+    elif problem is None and ("error" in message or "result" not in message):
+        problem = "a JSON-RPC error"
+    elif problem is None and method == "tools/call":
+        result = message["result"]
+        structured = result.get("structuredContent") or {}
+        nodes = structured.get("nodes") or []
+        if (
+            result.get("isError")
+            or not nodes
+            or nodes[0].get("subtype") != "HTTP_REQUEST"
+            or "error" in nodes[0]
+            or b"HTTP_REQUEST" not in raw
+        ):
+            problem = "no HTTP_REQUEST details"
+    elif problem is None and method == "tools/list":
+        names = [tool.get("name") for tool in message["result"].get("tools", [])]
+        if "get_node_details" not in names:
+            problem = f"get_node_details not listed ({names})"
+    if problem:
+        raise SystemExit(f"{server.label} {era} {method}: {problem}: {raw[:400]!r}")
+    return len(raw)
+
+
+# ---------------------------------------------------------------------------- wrk
+
+LUA_DONE = """
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    "WRK_JSON {\\"requests\\":%d,\\"duration_us\\":%d,\\"status\\":%d,\\"connect\\":%d,"
+    .. "\\"read\\":%d,\\"write\\":%d,\\"timeout\\":%d,\\"p50_us\\":%d,\\"p99_us\\":%d}\\n",
+    summary.requests, summary.duration, e.status, e.connect, e.read, e.write, e.timeout,
+    latency:percentile(50), latency:percentile(99)))
+end
+"""
+
+
+def lua_string(text: str) -> str:
+    assert "]==]" not in text
+    return f"[==[{text}]==]"
+
+
+def wrk_script(directory: Path, server: Server, era: str, method: str) -> Path:
+    lines = [
+        'wrk.method = "POST"',
+        f"wrk.body = {lua_string(json.dumps(request_body(era, method)))}",
+    ]
+    for name, value in request_headers(server, era, method).items():
+        lines.append(f"wrk.headers[ {lua_string(name)} ] = {lua_string(value)}")
+    path = directory / f"{server.label}-{era}-{method.replace('/', '_')}.lua"
+    path.write_text("\n".join(lines) + "\n" + LUA_DONE)
+    return path
+
+
+@dataclass
+class Run:
+    requests: int
+    seconds: float
+    p50_ms: float
+    p99_ms: float
+    cpu_seconds: float
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.seconds
+
+
+def wrk(server: Server, script: Path, connections: int, seconds: int, label: str) -> Run:
+    command = [
+        "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "10s",
+        "-s", str(script), f"http://127.0.0.1:{server.port}/mcp",
+    ]  # fmt: skip
+    cpu_before = server.cpu_seconds()
+    result = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60)
+    cpu = server.cpu_seconds() - cpu_before
+    line = next((x for x in result.stdout.splitlines() if x.startswith("WRK_JSON ")), None)
+    if result.returncode != 0 or line is None:
+        raise SystemExit(f"wrk failed for {label}:\n{result.stdout}\n{result.stderr}")
+    data = json.loads(line.removeprefix("WRK_JSON "))
+    errors = {k: data[k] for k in ("status", "connect", "read", "write", "timeout") if data[k]}
+    if errors or data["requests"] == 0:
+        raise SystemExit(
+            f"{label}: {data['requests']} requests with errors {errors} "
+            f"(status = non-2xx/3xx responses); server log {server.log}:\n{tail(server.log)}"
+        )
+    return Run(
+        data["requests"], data["duration_us"] / 1e6, data["p50_us"] / 1e3, data["p99_us"] / 1e3, cpu
+    )
+
+
+# ---------------------------------------------------------------------------- setup
+
+
+def start_redis(workdir: Path) -> tuple[subprocess.Popen, str]:
+    binary = shutil.which("redis-server")
+    if not binary:
+        raise SystemExit(
+            "Several workers need a shared cache (REDIS_URL) but redis-server is not installed: "
+            "apt-get install -y redis-server, set REDIS_URL, or pass --cache locmem."
+        )
+    port = free_port()
+    process = subprocess.Popen(
+        [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
+         "--dir", str(workdir), "--loglevel", "warning"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+                sock.sendall(b"PING\r\n")
+                if sock.recv(16).startswith(b"+PONG"):
+                    return process, f"redis://127.0.0.1:{port}/0"
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit("redis-server did not start")
+
+
+def base_env(workdir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONSTARTUP",)}
+    env.update(
+        DEBUG="false",
+        SECRET_KEY=secrets.token_urlsafe(50),
+        ALLOWED_HOSTS="127.0.0.1",
+        LOG_LEVEL="WARNING",
+        PYTHONUNBUFFERED="1",
+    )
+    if not os.environ.get("DATABASE_URL"):
+        env["DATABASE_URL"] = f"sqlite:///{workdir / 'bench.sqlite3'}"
+    return env
+
+
+def prepare_database(env: dict[str, str]) -> str:
+    manage = [PYTHON, "manage.py"]
+    run_checked([*manage, "migrate", "--noinput"], env, "migrate")
+    run_checked([*manage, "load_node_specs"], env, "load_node_specs")
+    out = run_checked(
+        [*manage, "create_api_key", "--name", "bench", "--rate-limit", "1000000000"],
+        env,
+        "create_api_key",
+    )
+    return out.strip().splitlines()[-1].strip()
+
+
+# uvicorn >= 0.x binds the socket itself for --workers N > 1 (and gunicorn always does) with
+# proto 0, so asyncio never sets TCP_NODELAY on accepted connections and each keep-alive
+# response waits ~40 ms for the client's delayed ACK (Kludex/uvicorn#3149). `--nodelay-patch`
+# measures what a fixed launcher would give: it rebinds the listener with IPPROTO_TCP.
+NODELAY_PATCH = """
+import socket, sys
+import uvicorn.config, uvicorn.main
+_bind = uvicorn.config.Config.bind_socket
+def bind_socket(self):
+    sock = _bind(self)
+    if sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock = socket.socket(sock.family, sock.type, socket.IPPROTO_TCP, sock.detach())
+    return sock
+uvicorn.config.Config.bind_socket = bind_socket
+sys.argv[0] = "uvicorn"
+uvicorn.main.main()
+"""
+
+
+def uvicorn_command(
+    app: str, port: int, workers: int, launcher: str, nodelay_patch: bool = False
+) -> list[str]:
+    if launcher == "gunicorn":
+        return [
+            str(BIN / "gunicorn"), app, "-k", "uvicorn.workers.UvicornWorker",
+            "-b", f"127.0.0.1:{port}", "-w", str(workers), "--log-level", "warning",
+        ]  # fmt: skip
+    start = [PYTHON, "-c", NODELAY_PATCH] if nodelay_patch else [str(BIN / "uvicorn")]
+    return [
+        *start, app, "--host", "127.0.0.1", "--port", str(port),
+        "--workers", str(workers), "--no-access-log", "--log-level", "warning",
+    ]  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- report
+
+
+@dataclass
+class Cell:
+    era: str
+    method: str
+    concurrency: int
+    runs: dict[str, list[Run]] = field(default_factory=dict)
+    size: dict[str, int] = field(default_factory=dict)
+
+    def rps(self, label: str) -> float:
+        return statistics.fmean(run.rps for run in self.runs[label])
+
+    def ratio(self, ours: str, peer: str) -> float:
+        return self.rps(ours) / self.rps(peer)
+
+
+def report(cells: list[Cell], ours: list[str], peers: list[str], markdown: bool) -> str:
+    out = []
+    sep = " | "
+    header = ["era", "method", "c", "server", "req/s", "p50 ms", "p99 ms", "cpu ms/req",
+              "bytes", *[f"ours/{p}" for p in peers]]  # fmt: skip
+    rows = []
+    for cell in cells:
+        for label in [*ours, *peers]:
+            runs = cell.runs.get(label)
+            if not runs:
+                continue
+            requests = sum(r.requests for r in runs)
+            ratios = [
+                f"{cell.ratio(label, peer):.2f}" if label in ours and peer in cell.runs else ""
+                for peer in peers
+            ]
+            rows.append(
+                [
+                    cell.era,
+                    cell.method,
+                    str(cell.concurrency),
+                    label,
+                    f"{cell.rps(label):.0f} ({'/'.join(f'{r.rps:.0f}' for r in runs)})",
+                    f"{statistics.median(r.p50_ms for r in runs):.2f}",
+                    f"{statistics.median(r.p99_ms for r in runs):.2f}",
+                    f"{1000 * sum(r.cpu_seconds for r in runs) / requests:.2f}",
+                    str(cell.size.get(label, "")),
+                    *ratios,
+                ]
+            )
+    if markdown:
+        out.append("| " + sep.join(header) + " |")
+        out.append("| " + sep.join("---" if i < 4 else "---:" for i in range(len(header))) + " |")
+        out.extend("| " + sep.join(row) + " |" for row in rows)
+    else:
+        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+        for row in [header, *rows]:
+            out.append("  ".join(value.ljust(widths[i]) for i, value in enumerate(row)))
+    out.append("")
+    out.append("Targets (ours / the faster peer in the cell, mean req/s over rounds):")
+    for cell in cells:
+        target = TARGETS.get(cell.concurrency)
+        present = [p for p in peers if p in cell.runs]
+        if target is None or not present:
+            continue
+        best = max(present, key=cell.rps)
+        for label in ours:
+            if label in cell.runs:
+                ratio = cell.ratio(label, best)
+                verdict = "met" if ratio >= target else "MISSED"
+                out.append(
+                    f"  {cell.era:6} {cell.method:10} c{cell.concurrency:<3} {label}: "
+                    f"{ratio:.2f}x {best} (target {target}x) {verdict}"
+                )
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------- main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=int, default=10, help="measured seconds per run")
+    parser.add_argument("--warmup", type=int, default=2, help="discarded seconds per run (0: none)")
+    parser.add_argument("--rounds", type=int, default=2, help="A B A B rounds per cell")
+    parser.add_argument("--workers", default="2", help="our uvicorn workers; a list runs each")
+    parser.add_argument("--peer-workers", type=int, help="SDK stateless workers (default: ours)")
+    parser.add_argument("--concurrency", default="1,16")
+    parser.add_argument("--eras", default="modern,legacy")
+    parser.add_argument("--methods", default="tools/call,tools/list")
+    parser.add_argument("--peers", default="sdk-stateless,sdk-stateful")
+    parser.add_argument(
+        "--cache",
+        choices=("auto", "redis", "locmem"),
+        default="auto",
+        help="our cache: auto = REDIS_URL if set, else a private redis-server when workers > 1",
+    )
+    parser.add_argument("--launcher", choices=("uvicorn", "gunicorn"), default="uvicorn")
+    parser.add_argument(
+        "--nodelay-patch",
+        action="store_true",
+        help="start every uvicorn with a listener that gets TCP_NODELAY (not the documented start)",
+    )
+    parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    parser.add_argument("--keep-servers", type=float, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if not shutil.which("wrk"):
+        raise SystemExit("wrk is not installed: apt-get install -y wrk")
+    if args.launcher == "gunicorn" and not (BIN / "gunicorn").exists():
+        raise SystemExit("gunicorn is not installed in the virtual environment")
+    worker_counts = [int(w) for w in args.workers.split(",")]
+    concurrencies = [int(c) for c in args.concurrency.split(",")]
+    eras = args.eras.split(",")
+    methods = args.methods.split(",")
+    peer_names = [p for p in args.peers.split(",") if p]
+    peer_workers = args.peer_workers or max(worker_counts)
+
+    workdir = Path(tempfile.mkdtemp(prefix="bench-mcp-"))
+    redis: subprocess.Popen | None = None
+    servers: list[Server] = []
+    finished = False
+    try:
+        env = base_env(workdir)
+        print(f"preparing the database ({env['DATABASE_URL'].split('://')[0]}) ...", flush=True)
+        key = prepare_database(env)
+        ours: list[str] = []
+        for workers in worker_counts:
+            cache = args.cache
+            if cache == "auto":
+                cache = "redis" if (workers > 1 or os.environ.get("REDIS_URL")) else "locmem"
+            server_env = dict(env)
+            extra: list[int] = []
+            if cache == "redis":
+                if not os.environ.get("REDIS_URL"):
+                    if redis is None:
+                        redis, redis_url = start_redis(workdir)
+                    server_env["REDIS_URL"] = redis_url
+                    extra = [redis.pid]
+            else:
+                server_env.pop("REDIS_URL", None)
+            label = f"ours-w{workers}-{cache}"
+            port = free_port()
+            servers.append(
+                Server(
+                    label, "ours", port,
+                    uvicorn_command(
+                        "config.asgi:application", port, workers, args.launcher,
+                        args.nodelay_patch,
+                    ),
+                    server_env, workdir / f"{label}.log", extra,
+                    {"Authorization": f"Bearer {key}"},
+                )
+            )  # fmt: skip
+            ours.append(label)
+        peers: list[str] = []
+        for name in peer_names:
+            stateless = name == "sdk-stateless"
+            workers = peer_workers if stateless else 1
+            label = f"{name}-w{workers}"
+            port = free_port()
+            peer_env = dict(env, SDK_PEER_STATELESS="true" if stateless else "false")
+            servers.append(
+                Server(
+                    label, "sdk", port,
+                    uvicorn_command(
+                        "bench.sdk_peer_server:app", port, workers, args.launcher,
+                        args.nodelay_patch,
+                    ),
+                    peer_env, workdir / f"{label}.log",
+                )
+            )  # fmt: skip
+            peers.append(label)
+        for server in servers:
+            server.start()
+        for server in servers:
+            server.wait_ready()
+            if "legacy" in eras:
+                open_legacy_session(server)
+        print(
+            f"servers: {', '.join(s.label for s in servers)}; wrk -t1, "
+            f"{args.warmup:g} s warm-up + {args.duration:g} s per run, {args.rounds} rounds "
+            f"A B A B; logs in {workdir}",
+            flush=True,
+        )
+        if args.keep_servers:
+            for server in servers:
+                print(f"  {server.label}: port {server.port} pid {server.process.pid}")
+            print(f"  key: {key}", flush=True)
+            time.sleep(args.keep_servers)
+
+        cells: list[Cell] = []
+        for era in eras:
+            for method in methods:
+                scripts = {s.label: wrk_script(workdir, s, era, method) for s in servers}
+                for concurrency in concurrencies:
+                    cell = Cell(era, method, concurrency)
+                    cells.append(cell)
+                    for server in servers:
+                        cell.size[server.label] = verify(server, era, method)
+                    for round_number in range(args.rounds):
+                        for server in servers:
+                            name = f"{server.label} {era} {method} c{concurrency}"
+                            script = scripts[server.label]
+                            if args.warmup > 0:
+                                wrk(server, script, concurrency, args.warmup, name)
+                            run = wrk(server, script, concurrency, args.duration, name)
+                            cell.runs.setdefault(server.label, []).append(run)
+                            print(
+                                f"  round {round_number + 1} {name}: {run.rps:.0f} req/s, "
+                                f"p50 {run.p50_ms:.2f} ms, p99 {run.p99_ms:.2f} ms",
+                                flush=True,
+                            )
+        print()
+        print(report(cells, ours, peers, args.markdown))
+        finished = True
+    finally:
+        for server in servers:
+            server.stop()
+        if redis is not None:
+            stop_group(redis)
+        if finished:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            print(f"servers stopped; logs kept in {workdir}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

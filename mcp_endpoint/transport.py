@@ -1,0 +1,251 @@
+"""The MCP endpoint's HTTP transport, shared by the Django view and the ASGI fast path.
+
+`handle_request` does the synchronous part of a request: Host and Origin checks, body size,
+authentication, rate limit, then the protocol. `stream_of` turns an outcome that streams
+(events, a 2025 call that waits for the client, `subscriptions/listen`) into the body of a
+`text/event-stream` response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlsplit
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.cache import cache
+from django.http.request import split_domain_port, validate_host
+from mcp import types
+
+from mcp_endpoint import protocol, sessions
+from mcp_endpoint.auth import Refusal, authenticate, presented_key, rate_limit
+from mcp_endpoint.keys import is_remembered
+from mcp_endpoint.rpc import Caller
+from nodespecs.registry import GENERATION_KEY, needs_database
+
+LOCAL_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1"}
+KEEPALIVE_SECONDS = 15
+REPLY_WAIT_SECONDS = 120
+LISTENABLE = ("toolsListChanged", "promptsListChanged", "resourcesListChanged")
+REPLY_POLL_SECONDS = 0.05
+LISTEN_POLL_SECONDS = 2
+
+
+def origin_allowed(origin: str, host: str) -> bool:
+    """Browsers send Origin; a page from another site must not reach this endpoint
+    (DNS rebinding). Same-origin, configured origins and local pages for a local server pass."""
+    if origin in settings.MCP_ALLOWED_ORIGINS:
+        return True
+    parts = urlsplit(origin)
+    if parts.netloc == host:
+        return True
+    request_host = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    return parts.hostname in LOCAL_HOSTS and request_host in LOCAL_HOSTS
+
+
+SSE_HEADERS = {
+    "Content-Type": "text/event-stream",
+    "Cache-Control": "no-cache, no-transform",
+    "X-Accel-Buffering": "no",
+}
+
+
+def _host_allowed(host: str) -> bool:
+    """Django's Host rule (ALLOWED_HOSTS), for requests that do not pass through Django."""
+    allowed_hosts = settings.ALLOWED_HOSTS
+    if settings.DEBUG and not allowed_hosts:
+        allowed_hosts = [".localhost", "127.0.0.1", "[::1]"]
+    domain, _ = split_domain_port(host)
+    return bool(domain) and validate_host(domain, allowed_hosts)
+
+
+def _plain(status: int, message: str) -> protocol.Outbound:
+    return protocol.Outbound(status, {"Content-Type": "text/plain"}, message.encode())
+
+
+def handle_request(
+    *,
+    method: str,
+    headers: dict[str, str],
+    raw_headers: list[tuple[str, str]],
+    body: bytes | None,
+    client_address: str,
+    host: str | None = None,
+) -> protocol.Outbound:
+    """Answer one request; `headers` has lower-cased names; `body` None means it was larger
+    than MCP_MAX_BODY_BYTES and was not read; `host` is given when already validated."""
+    if host is None:
+        host = headers.get("host", "")
+        if not _host_allowed(host):
+            return _plain(
+                400, f"Bad Request: the Host {host!r} is not served here (ALLOWED_HOSTS)."
+            )
+    origin = headers.get("origin")
+    if origin and not origin_allowed(origin, host):
+        return _plain(
+            403,
+            f"Forbidden: requests from the origin {origin} are not allowed "
+            "(add it to MCP_ALLOWED_ORIGINS if it is yours).",
+        )
+    if body is None:
+        return protocol.error_reply(
+            413,
+            types.INVALID_REQUEST,
+            f"Request body too large: the limit is {settings.MCP_MAX_BODY_BYTES} bytes "
+            "(MCP_MAX_BODY_BYTES).",
+        )
+    inbound = protocol.Inbound(
+        method=method,
+        headers=headers,
+        body=body,
+        caller=Caller("", frozenset()),
+        raw_headers=raw_headers,
+    )
+    caller = authenticate(inbound.headers, client_address)
+    if isinstance(caller, Refusal):
+        return protocol.error_reply(
+            caller.status, types.INVALID_REQUEST, caller.message, headers=caller.headers
+        )
+    decision = rate_limit(caller)
+    if not decision.allowed:
+        return protocol.error_reply(
+            429,
+            types.INVALID_REQUEST,
+            f"Too many requests: the limit is {decision.limit} per minute for this key; "
+            f"retry in {decision.retry_after} s.",
+            headers={"Retry-After": str(decision.retry_after)},
+        )
+    inbound.caller = caller
+    return protocol.handle(inbound)
+
+
+def answers_without_database(headers: dict[str, str]) -> bool:
+    """Whether `handle_request` can run in the event loop: the caller's key is remembered
+    (or no key is sent) and the catalog registry is fresh, so no query will be made."""
+    raw = presented_key(headers)
+    return (raw is None or is_remembered(raw)) and not needs_database()
+
+
+def body_too_large(declared_length: str | None) -> bool:
+    """Whether a declared Content-Length is over the limit (so the body is not read)."""
+    value = declared_length or ""
+    return value.isascii() and value.isdecimal() and int(value) > settings.MCP_MAX_BODY_BYTES
+
+
+def _sse(message: dict[str, Any]) -> bytes:
+    return b"event: message\ndata: " + json.dumps(message, separators=(",", ":")).encode() + b"\n\n"
+
+
+async def _events(events: list[dict[str, Any]]) -> AsyncIterator[bytes]:
+    for event in events:
+        yield _sse(event)
+
+
+async def _listen(listen: dict[str, Any]) -> AsyncIterator[bytes]:
+    """`subscriptions/listen`: acknowledge, then report catalog changes until the time is up."""
+    request_id = listen["id"]
+    asked = (listen["params"] or {}).get("notifications") or {}
+    # Tools and prompts never change at run time, so those subscriptions stay quiet; the
+    # catalog (resources) does change.
+    granted = {kind: True for kind in LISTENABLE if asked.get(kind) is True}
+    meta = {"io.modelcontextprotocol/subscriptionId": request_id}
+    yield _sse(
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/subscriptions/acknowledged",
+            "params": {"notifications": granted, "_meta": meta},
+        }
+    )
+    generation = await cache.aget(GENERATION_KEY)
+    deadline = time.monotonic() + settings.MCP_LISTEN_SECONDS
+    last_sent = time.monotonic()
+    while time.monotonic() < deadline:
+        await asyncio.sleep(LISTEN_POLL_SECONDS)
+        current = await cache.aget(GENERATION_KEY)
+        if granted.get("resourcesListChanged") and current != generation:
+            generation = current
+            last_sent = time.monotonic()
+            yield _sse(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/resources/list_changed",
+                    "params": {"_meta": meta},
+                }
+            )
+        elif time.monotonic() - last_sent >= KEEPALIVE_SECONDS:
+            last_sent = time.monotonic()
+            yield b": keep-alive\n\n"
+    yield _sse(
+        {"jsonrpc": "2.0", "id": request_id, "result": {"_meta": meta, "resultType": "complete"}}
+    )
+
+
+async def _await_reply(session_id: str, request_id: str) -> dict[str, Any] | None:
+    deadline = time.monotonic() + REPLY_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        reply = await sync_to_async(sessions.reply_take)(session_id, request_id)
+        if reply is not None:
+            return reply
+        await asyncio.sleep(REPLY_POLL_SECONDS)
+    return None
+
+
+async def _interact(events: list[dict[str, Any]], plan: dict[str, Any]) -> AsyncIterator[bytes]:
+    """Drive a 2025 call that asks the client for input: send each request on this stream,
+    wait for the answer the client posts back, and finish with the call's response."""
+    for event in events:
+        yield _sse(event)
+    run, call_id, session_id = plan["run"], plan["id"], plan["session"]
+    try:
+        requests = next(run.handler)
+        while True:
+            answers = {}
+            for request in requests:
+                server_id = f"{call_id}:{request.key}:{uuid.uuid4().hex[:8]}"
+                yield _sse(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": server_id,
+                        "method": request.method,
+                        "params": request.params,
+                    }
+                )
+                reply = await _await_reply(session_id, server_id)
+                if reply is None or "result" not in reply:
+                    problem = (
+                        f"no answer to {request.method} within {REPLY_WAIT_SECONDS} s"
+                        if reply is None
+                        else f"the client refused {request.method}: {reply.get('error')}"
+                    )
+                    run.handler.close()
+                    yield _sse(
+                        {
+                            "jsonrpc": "2.0",
+                            "id": call_id,
+                            "error": {
+                                "code": types.INTERNAL_ERROR,
+                                "message": f"Stopped: {problem}.",
+                            },
+                        }
+                    )
+                    return
+                answers[request.key] = reply["result"]
+            requests = run.handler.send(answers)
+    except StopIteration as finished:
+        yield _sse({"jsonrpc": "2.0", "id": call_id, "result": run.finish(finished.value)})
+
+
+def stream_of(outbound: protocol.Outbound) -> AsyncIterator[bytes] | None:
+    """The event-stream body of an outcome that streams, or None for a plain response."""
+    if outbound.interaction is not None:
+        return _interact(outbound.events or [], outbound.interaction)
+    if outbound.listen is not None:
+        return _listen(outbound.listen)
+    if outbound.events is not None:
+        return _events(outbound.events)
+    return None
