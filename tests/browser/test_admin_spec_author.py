@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from playwright.sync_api import expect
 
 from nodespecs.models import NodeSpec
 
@@ -75,7 +76,8 @@ def test_an_author_creates_edits_previews_and_restores_a_spec(signed_in, live_se
 
     # The history keeps both saves; restore the first.
     page.click("text=see and restore")
-    assert page.locator("#revisions tbody tr").count() == 2
+    # expect() waits for the revisions page to load; count() alone would not.
+    expect(page.locator("#revisions tbody tr")).to_have_count(2)
     page.click("text=show >> nth=1")
     screenshot("admin-spec-revisions")
     page.click("input[value='Restore revision 1']")
