@@ -23,7 +23,7 @@ from ninja.errors import ValidationError as NinjaValidationError
 from pydantic import Field
 
 from mcp_endpoint import dispatch
-from mcp_endpoint.auth import Refusal, authenticate, rate_limit
+from mcp_endpoint.auth import Refusal, admit
 from mcp_endpoint.rpc import LATEST_HANDSHAKE_VERSION, Caller
 from mcp_endpoint.tools import TOOLS
 
@@ -76,17 +76,9 @@ def _invalid(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
 def _caller(request: HttpRequest, scope: str) -> Caller:
     """Authenticate, rate-limit and check `scope`; raise `ApiRefusal` otherwise."""
     headers = {name.lower(): value for name, value in request.headers.items()}
-    caller = authenticate(headers, request.META.get("REMOTE_ADDR", ""))
+    caller = admit(headers, request.META.get("REMOTE_ADDR", ""))
     if isinstance(caller, Refusal):
         raise ApiRefusal(caller.status, caller.message, caller.headers)
-    decision = rate_limit(caller)
-    if not decision.allowed:
-        raise ApiRefusal(
-            429,
-            f"Too many requests: the limit is {decision.limit} per minute; retry in "
-            f"{decision.retry_after} s.",
-            {"Retry-After": str(decision.retry_after)},
-        )
     if scope not in caller.scopes:
         raise ApiRefusal(403, f"Forbidden: this endpoint needs the scope {scope}.")
     return caller

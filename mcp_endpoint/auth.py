@@ -9,7 +9,7 @@ from django.conf import settings
 
 from mcp_endpoint.keys import api_key_authenticate
 from mcp_endpoint.models import ApiKey
-from mcp_endpoint.ratelimit import RateDecision, rate_limit_hit
+from mcp_endpoint.ratelimit import rate_limit_hit
 from mcp_endpoint.rpc import Caller
 
 REALM = 'Bearer realm="switchyard"'
@@ -57,9 +57,21 @@ def _caller_of(key: ApiKey) -> Caller:
     return Caller(f"key:{key.prefix}", frozenset(key.scopes), key.rate_limit_per_minute)
 
 
-def rate_limit(caller: Caller) -> RateDecision:
-    """Count this request against the caller's per-minute limit."""
-    limit = (
-        caller.rate_limit if caller.rate_limit is not None else settings.MCP_RATE_LIMIT_PER_MINUTE
-    )
-    return rate_limit_hit(identity=caller.identity, limit=limit)
+def admit(headers: Mapping[str, str], client_address: str) -> Caller | Refusal:
+    """Identify the caller and count the request against its per-minute limit; a `Refusal`
+    (401 or 429) says why the request is not admitted. Shared by MCP and REST."""
+    caller = authenticate(headers, client_address)
+    if isinstance(caller, Refusal):
+        return caller
+    limit = caller.rate_limit
+    if limit is None:
+        limit = settings.MCP_RATE_LIMIT_PER_MINUTE
+    decision = rate_limit_hit(identity=caller.identity, limit=limit)
+    if not decision.allowed:
+        return Refusal(
+            429,
+            f"Too many requests: the limit is {decision.limit} per minute for this caller; "
+            f"retry in {decision.retry_after} s.",
+            {"Retry-After": str(decision.retry_after)},
+        )
+    return caller

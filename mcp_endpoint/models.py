@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -44,5 +46,5 @@ class ApiKey(models.Model):
     def is_revoked(self) -> bool:
         return self.revoked_at is not None
 
-    def is_expired(self, now: object = None) -> bool:
+    def is_expired(self, now: datetime | None = None) -> bool:
         return self.expires_at is not None and self.expires_at <= (now or timezone.now())

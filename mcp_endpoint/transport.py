@@ -23,7 +23,7 @@ from django.http.request import split_domain_port, validate_host
 from mcp import types
 
 from mcp_endpoint import protocol, sessions
-from mcp_endpoint.auth import Refusal, authenticate, presented_key, rate_limit
+from mcp_endpoint.auth import Refusal, admit, presented_key
 from mcp_endpoint.keys import is_remembered
 from mcp_endpoint.rpc import Caller
 from nodespecs.registry import GENERATION_KEY, needs_database
@@ -106,19 +106,10 @@ def handle_request(
         caller=Caller("", frozenset()),
         raw_headers=raw_headers,
     )
-    caller = authenticate(inbound.headers, client_address)
+    caller = admit(inbound.headers, client_address)
     if isinstance(caller, Refusal):
         return protocol.error_reply(
             caller.status, types.INVALID_REQUEST, caller.message, headers=caller.headers
-        )
-    decision = rate_limit(caller)
-    if not decision.allowed:
-        return protocol.error_reply(
-            429,
-            types.INVALID_REQUEST,
-            f"Too many requests: the limit is {decision.limit} per minute for this key; "
-            f"retry in {decision.retry_after} s.",
-            headers={"Retry-After": str(decision.retry_after)},
         )
     inbound.caller = caller
     return protocol.handle(inbound)

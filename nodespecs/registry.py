@@ -28,10 +28,13 @@ GENERATION_KEY = "nodespecs:catalog-generation"
 class Registry:
     """An immutable view of the catalog: serialisations, a name resolver and a search index."""
 
-    def __init__(self, documents: Iterable[dict[str, Any]], generation: str = ""):
+    def __init__(
+        self, documents: Iterable[dict[str, Any]], generation: str = "", table_stamp: str = ""
+    ):
         documents = list(documents)
         self.generation = generation
-        self.table_stamp = ""
+        # The table's (count, last change) when this registry was read from it.
+        self.table_stamp = table_stamp
         self._documents = {(doc["node_type"], doc["subtype"]): doc for doc in documents}
         self._details: dict[tuple[str, str], dict[str, Any]] = {}
         aliases = {
@@ -116,7 +119,6 @@ def current_registry() -> Registry:
 
         stamp = _table_stamp()
         rows = NodeSpec.objects.values(*DOCUMENT_FIELDS)
-        _current = Registry(rows, generation)
-        _current.table_stamp = stamp
+        _current = Registry(rows, generation, stamp)
         _checked_at = time.monotonic()
         return _current
