@@ -64,6 +64,10 @@ _checked_at = 0.0
 # registry at most this often, so a change made elsewhere without a shared cache (another
 # process, a bulk load) is still seen within a second.
 TABLE_CHECK_SECONDS = 1.0
+# `needs_database()` says yes this long before the check falls due, so a request it lets run
+# in an event loop (where a query raises SynchronousOnlyOperation) cannot reach the check
+# while it runs.
+CHECK_MARGIN_SECONDS = 0.25
 
 
 def catalog_changed() -> None:
@@ -96,7 +100,7 @@ def needs_database() -> bool:
     return (
         registry is None
         or registry.generation != _generation()
-        or time.monotonic() - _checked_at >= TABLE_CHECK_SECONDS
+        or time.monotonic() - _checked_at >= TABLE_CHECK_SECONDS - CHECK_MARGIN_SECONDS
     )
 
 

@@ -1,5 +1,8 @@
 """The registry follows the catalog table: an edit is visible at the next query."""
 
+import time
+
+from nodespecs import registry
 from nodespecs.knowledge import get_node_details, get_node_types, search_nodes
 from nodespecs.models import NodeSpec
 from nodespecs.services import spec_save
@@ -57,3 +60,14 @@ def test_a_change_made_without_notice_is_seen_from_the_table(db, monkeypatch):
     assert get_node_types("ACTION").node_types == {"ACTION": []}
     NodeSpec.objects.bulk_create([new_spec()])
     assert get_node_types("ACTION").node_types == {"ACTION": ["PING"]}
+
+
+def test_the_registry_is_due_a_margin_before_it_would_query(db, monkeypatch):
+    """A request let into the event loop must not reach the table check while it runs."""
+    registry.current_registry()
+    now = time.monotonic()
+    almost_due = registry.TABLE_CHECK_SECONDS - registry.CHECK_MARGIN_SECONDS / 2
+    monkeypatch.setattr(registry, "_checked_at", now - almost_due)
+    assert registry.needs_database()
+    monkeypatch.setattr(registry, "_checked_at", now - almost_due + registry.CHECK_MARGIN_SECONDS)
+    assert not registry.needs_database()
