@@ -1,0 +1,45 @@
+"""The lean ASGI app's choice between the event loop and its worker threads."""
+
+from __future__ import annotations
+
+import json
+
+from mcp_endpoint import asgi
+from nodespecs import registry
+from tests.mcp_endpoint.helpers import CAPABILITIES_KEY, MODERN, VERSION_KEY
+
+
+def tools_list_arguments(key: str) -> dict:
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/list",
+            "params": {"_meta": {VERSION_KEY: MODERN, CAPABILITIES_KEY: {}}},
+        }
+    ).encode()
+    headers = {
+        "host": "localhost",
+        "content-type": "application/json",
+        "accept": "application/json",
+        "authorization": f"Bearer {key}",
+        "mcp-protocol-version": MODERN,
+        "mcp-method": "tools/list",
+    }
+    return {
+        "method": "POST",
+        "headers": headers,
+        "raw_headers": list(headers.items()),
+        "body": body,
+        "client_address": "127.0.0.1",
+    }
+
+
+def test_a_request_on_a_worker_thread_brings_the_registry_up_to_date(key, monkeypatch):
+    """tools/list never reads the registry; once one such request has run on a thread because
+    the registry's check was due, the next ones may run in the event loop again."""
+    registry.current_registry()
+    monkeypatch.setattr(registry, "_checked_at", registry._checked_at - 60)
+    assert registry.needs_database()
+    assert asgi._work(tools_list_arguments(key)).status == 200
+    assert not registry.needs_database()
