@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -138,8 +138,16 @@ def extra_tool_schema(name: Any) -> dict[str, Any] | None:
 
 
 def tool_list() -> list[types.Tool]:
-    """The tools in a fixed order, with schemas and read-only annotations."""
+    """The tools in a fixed order, with schemas and read-only annotations. Whatever changes
+    this list must change `tools_generation()`."""
     return [*_knowledge_tools(), *(extra.tool for extra in EXTRA_TOOLS.values())]
+
+
+def tools_generation() -> Hashable:
+    """A stamp of the tools `tool_list()` serves: tools/list answers are cached by it (rpc.py).
+    The knowledge tools are fixed; extra tools register at start-up. Tools that change at run
+    time (stored in the database) must bump a generation in the cache and return it here."""
+    return tuple(EXTRA_TOOLS)
 
 
 @cache

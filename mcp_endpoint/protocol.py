@@ -31,8 +31,10 @@ from mcp_endpoint.interaction import LegacyInteraction
 from mcp_endpoint.rpc import (
     MODERN_VERSION,
     Caller,
+    EncodedResult,
     Forbidden,
     context_for,
+    encode_json,
     execute,
     initialize_result,
     negotiate,
@@ -70,8 +72,10 @@ class Outbound:
 
 
 def _json(status: int, message: Any, headers: dict[str, str] | None = None) -> Outbound:
-    # ASCII escapes: an echoed lone surrogate ("\ud800") must not break the encoding.
-    body = json.dumps(message, separators=(",", ":")).encode()
+    return _encoded(status, encode_json(message), headers)
+
+
+def _encoded(status: int, body: bytes, headers: dict[str, str] | None = None) -> Outbound:
     return Outbound(status, {"Content-Type": JSON, **(headers or {})}, body)
 
 
@@ -108,6 +112,10 @@ def _reply(
     if context.notifications and _accepts(headers, SSE):
         events = [{"jsonrpc": "2.0", **note} for note in context.notifications]
         return Outbound(200, dict(extra_headers), events=[*events, response])
+    if isinstance(result, EncodedResult):
+        # The same bytes as encoding `response`, without encoding the result again.
+        body = b'{"jsonrpc":"2.0","id":%s,"result":%s}' % (encode_json(request_id), result.encoded)
+        return _encoded(200, body, extra_headers)
     return _json(200, response, extra_headers)
 
 

@@ -6,6 +6,8 @@ means the same thing whichever way it arrives.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,8 +130,11 @@ def execute(
         raise RpcError(types.INVALID_PARAMS, params_problem(method, exc)) from None
     _check_scope(method, caller)
     memo_key = _static_key(method, version, params)
-    if memo_key in _STATIC_RESULTS:
-        return _STATIC_RESULTS[memo_key]
+    # Read before the list is built: a change meanwhile leaves an older stamp, not a stale list.
+    stamp = _static_stamp(method)
+    memo = _STATIC_RESULTS.get(memo_key) if memo_key is not None else None
+    if memo is not None and memo[0] == stamp:
+        return memo[1]
     if method == "server/discover":
         result: types.Result = discover_result()
     elif method == "logging/setLevel" and on_set_level is not None:
@@ -149,14 +154,31 @@ def execute(
         return result
     serialized = serialize(result)
     if memo_key is not None:
-        _STATIC_RESULTS[memo_key] = serialized
+        serialized = EncodedResult(serialized)
+        _STATIC_RESULTS[memo_key] = (stamp, serialized)
     return serialized
 
 
-# Lists that cannot change while the process runs (tools, prompts, templates), serialised once
-# per version and page: tools/list is among the most frequent calls an agent makes.
+# Lists that change only with a stamp (tools: `dispatch.tools_generation()`) or never (prompts,
+# templates), kept per version and page with their JSON: tools/list is among the most frequent
+# calls an agent makes, and encoding its 4 KB answer cost more than the rest of the request.
 _STATIC_METHODS = frozenset({"tools/list", "prompts/list", "resources/templates/list"})
-_STATIC_RESULTS: dict[tuple[str, str, Any], dict[str, Any]] = {}
+_STATIC_RESULTS: dict[tuple[str, str, Any], tuple[Hashable, EncodedResult]] = {}
+
+
+def encode_json(value: Any) -> bytes:
+    """The JSON of a message as sent over HTTP: compact, ASCII escapes (an echoed lone
+    surrogate such as "\\ud800" must not break the encoding)."""
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+class EncodedResult(dict):
+    """A serialised result that also keeps its JSON (`encoded`), so the transport can send a
+    cached answer without encoding it again. Never mutated once built."""
+
+    def __init__(self, result: dict[str, Any]):
+        super().__init__(result)
+        self.encoded = encode_json(result)
 
 
 def _static_key(method: str, version: str, params: Any) -> tuple[str, str, Any] | None:
@@ -164,6 +186,10 @@ def _static_key(method: str, version: str, params: Any) -> tuple[str, str, Any] 
         return None
     # Called once the params have parsed, so the cursor is a string or absent.
     return (method, version, params.get("cursor") if isinstance(params, dict) else None)
+
+
+def _static_stamp(method: str) -> Hashable:
+    return dispatch.tools_generation() if method == "tools/list" else None
 
 
 def _check_scope(method: str, caller: Caller) -> None:
