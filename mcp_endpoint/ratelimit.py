@@ -21,7 +21,7 @@ class RateDecision:
 def rate_limit_hit(*, identity: str, limit: int, now: float | None = None) -> RateDecision:
     """Count one request for `identity` in the current minute and say whether it may proceed.
 
-    A fixed one-minute window: simple, one cache round trip, and exact across instances
+    A fixed one-minute window: simple, one cache operation per request, and exact across instances
     sharing a cache. `limit` 0 means unlimited.
     """
     if limit <= 0:
@@ -29,12 +29,11 @@ def rate_limit_hit(*, identity: str, limit: int, now: float | None = None) -> Ra
     now = time.time() if now is None else now
     window = int(now // WINDOW_SECONDS)
     key = f"mcp:rate:{identity}:{window}"
-    # add() is a no-op when the counter exists; incr() is atomic in Redis and in local memory.
-    cache.add(key, 0, timeout=WINDOW_SECONDS * 2)
+    # One cache operation for all but a window's first request. incr() is atomic in Redis and
+    # in local memory; add() creates the counter only if no other request did meanwhile.
     try:
         count = cache.incr(key)
-    except ValueError:  # evicted between add() and incr()
-        cache.set(key, 1, timeout=WINDOW_SECONDS * 2)
-        count = 1
+    except ValueError:  # the window's first request (or the counter was evicted)
+        count = 1 if cache.add(key, 1, timeout=WINDOW_SECONDS * 2) else cache.incr(key)
     retry_after = max(1, int((window + 1) * WINDOW_SECONDS - now))
     return RateDecision(count <= limit, limit, max(0, limit - count), retry_after)

@@ -270,6 +270,20 @@ def test_anonymous_callers_are_rate_limited_too(client, settings, frozen_minute)
     assert modern(client, "tools/list").status_code == 429
 
 
+def test_a_window_counter_another_instance_created_meanwhile_is_counted_on(monkeypatch):
+    """The first request of a window creates its counter; one that loses that race to
+    another instance counts on the counter the other created."""
+    real_add = ratelimit.cache.add
+
+    def add_after_another_instance(key, value, timeout):
+        real_add(key, 5, timeout=timeout)
+        return real_add(key, value, timeout=timeout)
+
+    monkeypatch.setattr(ratelimit.cache, "add", add_after_another_instance)
+    decision = ratelimit.rate_limit_hit(identity="key:race", limit=10, now=1_800_000_030.0)
+    assert (decision.allowed, decision.remaining) == (True, 4)
+
+
 # Management commands.
 
 
