@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from mcp_endpoint import protocol, transport
-from nodespecs.registry import current_registry
+from nodespecs.registry import refresh_registry
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -41,7 +41,7 @@ def _work(arguments: dict[str, Any]) -> protocol.Outbound:
     # Bring the catalog registry up to date while on a thread that may query: a request sent
     # here because the registry was due for its check then leaves the next second's requests
     # to the event loop, even when it does not read the registry itself (tools/list).
-    current_registry()
+    refresh_registry()
     return transport.handle_request(**arguments)
 
 

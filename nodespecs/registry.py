@@ -64,9 +64,10 @@ _checked_at = 0.0
 # registry at most this often, so a change made elsewhere without a shared cache (another
 # process, a bulk load) is still seen within a second.
 TABLE_CHECK_SECONDS = 1.0
-# `needs_database()` says yes this long before the check falls due, so a request it lets run
-# in an event loop (where a query raises SynchronousOnlyOperation) cannot reach the check
-# while it runs.
+# `needs_database()` says a check is due this long before `current_registry()` makes it, so a
+# request it lets run in an event loop (where a query raises SynchronousOnlyOperation) cannot
+# reach the check while it runs; threads that may query make it that early
+# (`refresh_registry()`).
 CHECK_MARGIN_SECONDS = 0.25
 
 
@@ -106,12 +107,22 @@ def needs_database() -> bool:
 
 def current_registry() -> Registry:
     """The registry for the catalog as it is now, rebuilt only when it has changed."""
+    return _registry(check_after=TABLE_CHECK_SECONDS)
+
+
+def refresh_registry() -> Registry:
+    """`current_registry()`, making the table check as soon as `needs_database()` asks for it:
+    for a thread that may query, so that the requests after it need not."""
+    return _registry(check_after=TABLE_CHECK_SECONDS - CHECK_MARGIN_SECONDS)
+
+
+def _registry(*, check_after: float) -> Registry:
     global _current, _checked_at
     generation = _generation()
     registry = _current
     now = time.monotonic()
     if registry is not None and registry.generation == generation:
-        if now - _checked_at < TABLE_CHECK_SECONDS:
+        if now - _checked_at < check_after:
             return registry
         _checked_at = now
         if registry.table_stamp == _table_stamp():

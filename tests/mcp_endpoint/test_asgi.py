@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 from mcp_endpoint import asgi
 from nodespecs import registry
@@ -39,7 +40,9 @@ def test_a_request_on_a_worker_thread_brings_the_registry_up_to_date(key, monkey
     """tools/list never reads the registry; once one such request has run on a thread because
     the registry's check was due, the next ones may run in the event loop again."""
     registry.current_registry()
-    monkeypatch.setattr(registry, "_checked_at", registry._checked_at - 60)
+    # Due for needs_database(), not yet for current_registry(): the thread must check anyway.
+    due = registry.TABLE_CHECK_SECONDS - registry.CHECK_MARGIN_SECONDS / 2
+    monkeypatch.setattr(registry, "_checked_at", time.monotonic() - due)
     assert registry.needs_database()
     assert asgi._work(tools_list_arguments(key)).status == 200
     assert not registry.needs_database()
