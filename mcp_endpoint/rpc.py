@@ -166,10 +166,14 @@ _STATIC_METHODS = frozenset({"tools/list", "prompts/list", "resources/templates/
 _STATIC_RESULTS: dict[tuple[str, str, Any], tuple[Hashable, EncodedResult]] = {}
 
 
+# What json.dumps(value, separators=(",", ":")) would build on every call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+
+
 def encode_json(value: Any) -> bytes:
     """The JSON of a message as sent over HTTP: compact, ASCII escapes (an echoed lone
     surrogate such as "\\ud800" must not break the encoding)."""
-    return json.dumps(value, separators=(",", ":")).encode()
+    return _ENCODER.encode(value).encode()
 
 
 class EncodedResult(dict):
