@@ -46,3 +46,14 @@ def test_a_request_on_a_worker_thread_brings_the_registry_up_to_date(key, monkey
     assert registry.needs_database()
     assert asgi._work(tools_list_arguments(key)).status == 200
     assert not registry.needs_database()
+
+
+def test_the_host_check_follows_allowed_hosts(key, settings):
+    """The ASGI path checks Host itself (Django does not see the request)."""
+    arguments = tools_list_arguments(key)
+    arguments["headers"]["host"] = "evil.example"
+    assert asgi._work(arguments).status == 400
+    settings.ALLOWED_HOSTS = ["evil.example"]
+    assert asgi._work(arguments).status == 200
+    settings.ALLOWED_HOSTS = ["localhost"]
+    assert asgi._work(arguments).status == 400
