@@ -71,12 +71,14 @@ class Guard:
         self.run_deadline = run_deadline  # time.monotonic() at which the run's time is up
         self.deadline = run_deadline
         self.depth = 0
+        self.tripped: ExpressionError | None = None  # the bound hit, even if JSONata wrapped it
         # As bindings, so JSONata calls them around every step of the evaluation.
         self.bindings = {"__evaluate_entry": self._enter, "__evaluate_exit": self._leave}
 
     def start(self) -> None:
         """Begin the bound for one field: TIME_LIMIT_MS from now, or the run's end if sooner."""
         self.depth = 0
+        self.tripped = None
         self.deadline = min(time.monotonic() + TIME_LIMIT_MS / 1000, self.run_deadline)
 
     # The library's own bound skips steps flagged "parallel", but the flag is left set on the
@@ -85,19 +87,21 @@ class Guard:
     def _enter(self, _expr: Any, _input: Any, _env: Any) -> None:
         self.depth += 1
         if self.depth > DEPTH_LIMIT:
-            raise ExpressionError(
+            self.tripped = ExpressionError(
                 f"the expression nests deeper than {DEPTH_LIMIT} steps; look for a recursive "
                 "function that never reaches its base case"
             )
+            raise self.tripped
         if time.monotonic() > self.deadline:
             hit_run = self.deadline >= self.run_deadline
-            raise ExpressionTimeout(
+            self.tripped = ExpressionTimeout(
                 "the run's time limit was reached during the expression"
                 if hit_run
                 else f"the expression ran longer than {TIME_LIMIT_MS} ms; look for a loop "
                 "that does not end or work over much more data than expected",
                 run_deadline=hit_run,
             )
+            raise self.tripped
 
     def _leave(self, _expr: Any, _input: Any, _env: Any, _result: Any) -> None:
         self.depth -= 1
@@ -135,6 +139,8 @@ class Expression:
                 "never reaches its base case"
             ) from None
         except Exception as exc:  # JSONata errors, and errors of the functions it called
+            if guard.tripped is not None:  # $eval reports any failure as its own error
+                raise guard.tripped from exc
             raise ExpressionError(_message(exc)) from exc
         if result is None:  # JSONata's "undefined": no value (JSON null is Utils.NULL_VALUE)
             return undefined

@@ -387,3 +387,13 @@ def test_now_and_millis_give_the_time_of_the_evaluation():
 def test_a_transform_that_returns_a_function_fails_clearly():
     with pytest.raises(GraphRunError, match=r"returned a Symbol \(a function\?\), not JSON data"):
         run(chain(transform("f", "function($x){ $x }")))
+
+
+def test_the_bounds_hold_inside_eval_which_wraps_every_error():
+    forever = """$eval("($loop := function($n){ $loop($n + 1) }; $loop(0))")"""
+
+    with pytest.raises(GraphRunError) as caught:
+        run(chain(transform("spin", forever)), limits=ExecutionLimits(1000, 50))
+
+    assert caught.value.kind == "limit"
+    assert "maxExecutionTimeMs (50) reached while node 'spin'" in str(caught.value)
