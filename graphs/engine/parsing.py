@@ -14,6 +14,7 @@ may carry a ``tool`` key naming their own tool, as older files of the format do.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -33,6 +34,7 @@ from graphs.engine.errors import DefinitionError, located
 from graphs.engine.loading import load_yaml
 from graphs.engine.servers import parse_servers
 
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 _TOP_KEYS = ("version", "server", "executionLimits", "mcpServers", "tools")
 _SERVER_INFO_KEYS = ("name", "version", "title", "instructions")
 _LIMIT_KEYS = {
@@ -100,11 +102,14 @@ def _tool(raw: Any, servers: list[str], problems: list[str], label: str) -> Tool
     if not isinstance(raw, Mapping):
         problems.append(f"tool {label}: must be a mapping with {', '.join(_TOOL_KEYS)}")
         return None
-    name = raw.get("name")
-    if not isinstance(name, str) or not name:
-        problems.append(f"tool {label}, field 'name': must be a non-empty string")
-        name = label
     start = len(problems)
+    name = raw.get("name")
+    if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
+        problems.append(
+            f"tool {label}, field 'name': {name!r} is not a tool name; MCP tool names have 1 to "
+            "128 letters, digits, underscores, hyphens and dots"
+        )
+        name = label
     problems += _unknown_keys(raw, _TOOL_KEYS, located(name))
     description = _text(raw, "description", located(name, field="description"), problems, "")
     input_schema = _schema(raw, "inputSchema", name, problems)

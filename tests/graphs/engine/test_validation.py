@@ -359,3 +359,10 @@ def test_the_raw_tool_is_not_changed_by_parsing():
     parse_tool(raw, server_names=[])
 
     assert raw == before
+
+
+@pytest.mark.parametrize("name", ["", "count files", "x" * 129, 7])
+def test_tool_names_must_be_mcp_tool_names(name):
+    [problem] = problems(chain() | {"name": name})
+
+    assert problem.startswith(f"tool #1, field 'name': {name!r} is not a tool name")
