@@ -75,7 +75,7 @@ def test_defaults_apply_when_optional_sections_are_left_out():
 
 
 @pytest.mark.parametrize(
-    ("settings", "expected"),
+    ("raw_server", "expected"),
     [
         (
             {"command": "uvx", "args": ["mcp-server-time"], "env": {"TZ": "UTC"}},
@@ -111,12 +111,12 @@ def test_defaults_apply_when_optional_sections_are_left_out():
         ),
     ],
 )
-def test_servers_are_read_in_every_accepted_form_and_written_back(settings, expected):
+def test_servers_are_read_in_every_accepted_form_and_written_back(raw_server, expected):
     definition = parse_definition(
         {
             "version": "1",
             "server": {"name": "n", "version": "1"},
-            "mcpServers": {"s": settings},
+            "mcpServers": {"s": raw_server},
             "tools": [chain()],
         }
     )
