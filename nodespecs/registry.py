@@ -43,9 +43,12 @@ class Registry:
             for alias in doc.get("aliases") or []
         }
         self.resolver = NameResolver(self._documents.keys(), aliases)
-        self.index = SearchIndex(documents)
+        # A provider tool that its server no longer offers (`available: False`) is still
+        # found by name, to say so, but is neither listed nor searched.
+        listed = [doc for doc in documents if doc.get("available", True)]
+        self.index = SearchIndex(listed)
         self.types: dict[str, list[str]] = {node_type: [] for node_type in NODE_TYPES}
-        for node_type, subtype in sorted(self._documents):
+        for node_type, subtype in sorted((doc["node_type"], doc["subtype"]) for doc in listed):
             self.types.setdefault(node_type, []).append(subtype)
 
     def detail(self, key: tuple[str, str]) -> dict[str, Any]:
@@ -118,7 +121,7 @@ def current_registry() -> Registry:
         from nodespecs.models import DOCUMENT_FIELDS, NodeSpec
 
         stamp = _table_stamp()
-        rows = NodeSpec.objects.values(*DOCUMENT_FIELDS)
+        rows = NodeSpec.objects.values(*DOCUMENT_FIELDS, "available")
         _current = Registry(rows, generation, stamp)
         _checked_at = time.monotonic()
         return _current
