@@ -54,7 +54,7 @@ def test_twenty_threads_running_one_compiled_tool_each_get_their_own_answer():
         return n, result, calls.calls, recorder
 
     with ThreadPoolExecutor(20) as pool:
-        outcomes = list(pool.map(one_run, range(10, 30)))
+        outcomes = list(pool.map(one_run, range(5, 25)))
 
     for n, result, calls, recorder in outcomes:
         assert result == {"i": n, "sum": n * (n + 1) // 2, "tag": "t"}
@@ -69,7 +69,7 @@ def test_each_thread_evaluates_its_own_parse_of_an_expression():
     def evaluate_many(i: int) -> None:
         guard = Guard(time.monotonic() + 10)
         words = [f"abcdef{i}"] * 20
-        for _ in range(10):
+        for _ in range(5):
             guard.start()
             try:
                 assert expression.evaluate({"words": words}, guard.bindings, guard) == ["abc"] * 20
@@ -110,14 +110,14 @@ def test_a_loop_costs_linear_time_in_its_iterations():
 
     def seconds(n: int) -> float:
         best = float("inf")
-        for _ in range(2):
+        for _ in range(3):
             started = time.perf_counter()
             execute(loop, {"n": n}, call_tool=Calls(), limits=limits)
             best = min(best, time.perf_counter() - started)
         return best
 
     # Quadratic growth would make the ratio about 100; linear about 10.
-    assert seconds(1000) / seconds(100) < 25
+    assert seconds(500) / seconds(50) < 25
 
 
 def test_expressions_read_the_one_context_the_run_keeps_up_to_date(monkeypatch):
