@@ -138,12 +138,11 @@ class _Run:
             output, next_id = _RUNNERS[node.type](self, compiled, record)
         except GraphRunError as error:
             record.error = error.message
-            record.duration_ms = (time.perf_counter() - began) * 1000
+            _ended(record, began)
             self.observer.node_failed(record)
             raise
         record.output = output
-        record.attempts = record.attempts or 1
-        record.duration_ms = (time.perf_counter() - began) * 1000
+        _ended(record, began)
         history.record(node.id, output)
         self.observer.node_finished(record)
         return output, next_id
@@ -266,6 +265,13 @@ class _Run:
             node.id,
             "expression",
         )
+
+
+def _ended(record: NodeRecord, began: float) -> None:
+    """Fill in what is known once a node has run, whether it succeeded or failed."""
+    record.duration_ms = (time.perf_counter() - began) * 1000
+    if record.node_type != "mcp":  # an mcp node counts its calls as it makes them
+        record.attempts = 1
 
 
 _RUNNERS = {

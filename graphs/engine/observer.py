@@ -35,7 +35,7 @@ class NodeRecord:
     error: str | None = None
     started_at: float = 0.0  # time.time()
     duration_ms: float = 0.0
-    attempts: int = 0  # calls made (mcp, retries included); 1 for other nodes once run
+    attempts: int = 0  # mcp: calls made, retries included; other nodes: 1 once run
 
 
 class Observer(Protocol):

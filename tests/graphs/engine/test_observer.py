@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from graphs.engine import ExecutionLimits, GraphRunError, NodeRecord
+from graphs.engine import ExecutionLimits, GraphRunError
 from tests.graphs.engine.helpers import Calls, Recorder, run, text_result, tool, transform
 
 GRAPH = tool(
@@ -105,7 +105,7 @@ def test_a_failing_node_is_reported_then_the_run():
         "node_failed",
         "run_finished",
     ]
-    failed: NodeRecord = recorder.records("node_failed")[0]
+    [failed] = recorder.records("node_failed")
     assert (failed.node_id, failed.index, failed.output, failed.attempts) == ("call", 1, None, 1)
     assert failed.error == str(caught.value)
     assert failed.detail == {"server": "srv", "tool": "double", "arguments": {"n": 1}}
@@ -128,3 +128,36 @@ def test_a_limit_breach_is_reported_with_the_run_only():
     assert recorder.records("node_failed") == []  # the node that would have run never started
     assert [r.node_id for r in recorder.records("node_started")] == ["entry", "call", "again"]
     assert recorder.events[-1] == ("run_finished", (None, caught.value))
+
+
+def test_a_failing_transform_counts_one_attempt_and_an_mcp_node_its_calls():
+    recorder = Recorder()
+    bad_args = tool(
+        {"id": "entry", "type": "entry", "next": "call"},
+        {
+            "id": "call",
+            "type": "mcp",
+            "server": "srv",
+            "tool": "t",
+            "args": {"n": "$number('x')"},
+            "next": "exit",
+        },
+        {"id": "exit", "type": "exit"},
+    )
+
+    with pytest.raises(GraphRunError):
+        run(
+            tool(
+                {"id": "entry", "type": "entry", "next": "shape"},
+                transform("shape", "$number('x')", next="exit"),
+                {"id": "exit", "type": "exit"},
+            ),
+            observer=recorder,
+        )
+    with pytest.raises(GraphRunError):
+        run(bad_args, observer=recorder)
+
+    assert [(r.node_id, r.attempts) for r in recorder.records("node_failed")] == [
+        ("shape", 1),
+        ("call", 0),  # its arguments failed, so no call was made
+    ]
