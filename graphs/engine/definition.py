@@ -69,6 +69,8 @@ class ServerConfig:
     command: str = ""
     args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    # The stdio server's working directory; a relative one is taken from the graph file's.
+    cwd: str = ""
     url: str = ""
     headers: dict[str, str] = field(default_factory=dict)
     timeout_seconds: float | None = None

@@ -3,7 +3,7 @@
 Accepted forms, as in the reference implementation of the format and in common MCP client
 configuration files:
 
-- stdio: ``command`` (required), ``args``, ``env``; ``type: stdio`` is optional.
+- stdio: ``command`` (required), ``args``, ``env``, ``cwd``; ``type: stdio`` is optional.
 - Streamable HTTP: ``url`` with ``type`` one of ``streamableHttp``, ``streamable-http``,
   ``streamable_http``, ``http``, or no type at all.
 - SSE: ``url`` with ``type: sse``, or no type and a URL path ending in ``/sse``.
@@ -29,7 +29,7 @@ _TRANSPORT_NAMES = {
     "streamable_http": "streamable_http",
 }
 _KEYS = {
-    "stdio": {"type", "transport", "command", "args", "env", "timeout"},
+    "stdio": {"type", "transport", "command", "args", "env", "cwd", "timeout"},
     "streamable_http": {"type", "transport", "url", "headers", "timeout"},
     "sse": {"type", "transport", "url", "headers", "timeout"},
 }
@@ -77,12 +77,16 @@ def parse_server(name: str, raw: Any, problems: list[str]) -> ServerConfig | Non
         if not _is_string_list(args):
             problems.append(f"{where}, field 'args': must be a list of strings")
         env = _string_map(raw.get("env"), f"{where}, field 'env'", problems)
+        cwd = raw.get("cwd", "")
+        if not isinstance(cwd, str):
+            problems.append(f"{where}, field 'cwd': must be a folder path")
         config = ServerConfig(
             name,
             transport,
             command=raw["command"],
             args=tuple(args) if _is_string_list(args) else (),
             env=env,
+            cwd=str(cwd),
             timeout_seconds=timeout,
         )
     else:
@@ -102,6 +106,8 @@ def server_to_dict(server: ServerConfig) -> dict[str, Any]:
         result: dict[str, Any] = {"command": server.command, "args": list(server.args)}
         if server.env:
             result["env"] = dict(server.env)
+        if server.cwd:
+            result["cwd"] = server.cwd
     else:
         # The reference implementation's spellings, so its readers accept our exports.
         kind = "sse" if server.transport == "sse" else "streamableHttp"

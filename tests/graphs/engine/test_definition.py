@@ -83,6 +83,10 @@ def test_defaults_apply_when_optional_sections_are_left_out():
         ),
         ({"type": "stdio", "command": "x"}, ServerConfig("s", "stdio", command="x")),
         (
+            {"command": "x", "cwd": "./servers"},
+            ServerConfig("s", "stdio", command="x", cwd="./servers"),
+        ),
+        (
             {"url": "https://h/mcp", "headers": {"Authorization": "Bearer k"}, "timeout": 5},
             ServerConfig(
                 "s",
