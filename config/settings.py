@@ -172,3 +172,8 @@ if MCP_ANONYMOUS_SCOPES and not DEBUG:
         "MCP_ANONYMOUS_SCOPES=%s lets callers without an API key use the endpoint.",
         ",".join(MCP_ANONYMOUS_SCOPES),
     )
+
+# Graph workflows (docs/graphs.md).
+# A node's input, output or a run's result larger than this (JSON bytes) is stored as a marked
+# preview in the history, never silently dropped.
+GRAPHS_MAX_PAYLOAD_BYTES = int(os.environ.get("GRAPHS_MAX_PAYLOAD_BYTES", str(256 * 1024)))
