@@ -78,7 +78,7 @@ async def mcp_app(scope: Scope, receive: Receive, send: Send) -> None:
         "body": body,
         "client_address": client[0],
     }
-    if transport.answers_without_database(headers):
+    if transport.answers_without_database(headers, body):
         # The common case (a known key, a fresh catalog) is pure computation: a thread hop
         # would cost more than the work.
         outbound = transport.handle_request(**arguments)

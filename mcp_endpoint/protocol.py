@@ -354,6 +354,7 @@ def _legacy_request(
         session_log_level=session.log_level,
         session_capabilities=session.client_capabilities,
     )
+    context.session_id = session.id
     try:
         result = execute(
             method,

@@ -14,6 +14,7 @@ from mcp.types import methods
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from graphs.toolset import workflow_tools_token
 from mcp_endpoint import dispatch
 from mcp_endpoint.dispatch import LOG_LEVELS, CallContext, RpcError
 from mcp_endpoint.interaction import LegacyInteraction
@@ -25,7 +26,8 @@ LATEST_HANDSHAKE_VERSION = HANDSHAKE_PROTOCOL_VERSIONS[-1]
 # are the same for every caller, so `cacheScope` is public.
 CACHE_HINTS: dict[str, int] = {
     "server/discover": 300_000,
-    "tools/list": 300_000,
+    # Workflows come and go with the admin: clients should not hold the list long.
+    "tools/list": 30_000,
     "prompts/list": 300_000,
     "resources/templates/list": 300_000,
     "resources/list": 60_000,
@@ -136,6 +138,7 @@ def execute(
         on_set_level(request.params.level)
         result = types.EmptyResult()
     else:
+        context.caller = caller.identity
         result = dispatch.call_method(request, context)
 
     def serialize(final: types.Result) -> dict[str, Any]:
@@ -148,22 +151,29 @@ def execute(
         result.finish = serialize
         return result
     serialized = serialize(result)
-    if memo_key is not None:
+    # Not kept when the workflows changed meanwhile: the answer may be of the older snapshot.
+    if memo_key is not None and memo_key == _static_key(method, version, params):
+        if len(_STATIC_RESULTS) > _STATIC_RESULTS_MAX:
+            # Keys of superseded workflow snapshots pile up otherwise.
+            _STATIC_RESULTS.clear()
         _STATIC_RESULTS[memo_key] = serialized
     return serialized
 
 
-# Lists that cannot change while the process runs (tools, prompts, templates), serialised once
-# per version and page: tools/list is among the most frequent calls an agent makes.
+# Lists that change rarely (tools, prompts, templates), serialised once per version, page and
+# snapshot of the workflows: tools/list is among the most frequent calls an agent makes.
 _STATIC_METHODS = frozenset({"tools/list", "prompts/list", "resources/templates/list"})
-_STATIC_RESULTS: dict[tuple[str, str, Any], dict[str, Any]] = {}
+_STATIC_RESULTS: dict[tuple[str, str, Any, str], dict[str, Any]] = {}
+_STATIC_RESULTS_MAX = 256
 
 
-def _static_key(method: str, version: str, params: Any) -> tuple[str, str, Any] | None:
+def _static_key(method: str, version: str, params: Any) -> tuple[str, str, Any, str] | None:
     if method not in _STATIC_METHODS:
         return None
     # Called once the params have parsed, so the cursor is a string or absent.
-    return (method, version, params.get("cursor") if isinstance(params, dict) else None)
+    cursor = params.get("cursor") if isinstance(params, dict) else None
+    tools = workflow_tools_token() if method == "tools/list" else ""
+    return (method, version, cursor, tools)
 
 
 def _check_scope(method: str, caller: Caller) -> None:
