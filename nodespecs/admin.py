@@ -17,6 +17,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from nodespecs import admin_providers  # noqa: F401  (registers the Provider admin)
 from nodespecs.models import DOCUMENT_FIELDS, NodeSpec, NodeSpecRevision
 from nodespecs.serialization import serialize_spec
 from nodespecs.services import (
@@ -108,7 +109,7 @@ class ImportForm(forms.Form):
 class NodeSpecAdmin(admin.ModelAdmin):
     form = NodeSpecForm
     list_display = ("name", "display_name", "node_type", "source", "version", "updated_at")
-    list_filter = ("node_type", "source", TagFilter)
+    list_filter = ("node_type", "source", "available", TagFilter)
     search_fields = ("subtype", "display_name", "description", "tags")
     ordering = ("node_type", "subtype")
     actions = ["export_yaml"]

@@ -52,16 +52,16 @@ def _param(name: str, schema: Any, *, required: bool) -> dict[str, Any]:
     """One spec parameter from a property's JSON Schema: type, description and, when the
     spec format can express them, default, options, range and pattern."""
     schema = schema if isinstance(schema, dict) else {}
-    description = str(schema.get("description") or schema.get("title") or "").strip()
+    title = str(schema.get("title") or "")
+    if title.replace(" ", "_").lower() == name.lower():
+        # Generated from the name (pydantic writes "Seconds" for `seconds`): says nothing more.
+        title = ""
+    description = str(schema.get("description") or title).strip() or name.replace("_", " ")
     param_type = _json_type(schema)
     if param_type is None:
         param_type = "string"
-        description = f"{description} (any JSON value)".strip()
-    param = {
-        "type": param_type,
-        "description": description or name.replace("_", " "),
-        "required": required,
-    }
+        description += " (any JSON value)"
+    param = {"type": param_type, "description": description, "required": required}
     extras: dict[str, Any] = {}
     if "default" in schema:
         extras["default"] = schema["default"]

@@ -149,8 +149,9 @@ def test_twenty_threads_calling_one_server_at_once_each_get_their_own_answer():
     with ThreadPoolExecutor(max_workers=20) as executor:
         sums = list(
             executor.map(
-                lambda n: mcp_client.call_tool(connection, "add", {"a": n, "b": 1000})
-                .structured_content["sum"],
+                lambda n: mcp_client.call_tool(
+                    connection, "add", {"a": n, "b": 1000}
+                ).structured_content["sum"],
                 range(20),
             )
         )
