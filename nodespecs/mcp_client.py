@@ -14,6 +14,7 @@ call in flight when the server dies fails with `DownstreamError` and is not repe
 a tool call may have had effects.
 
 A tool's own failure (`isError: true`) is a normal result, returned to the caller.
+Sessions unused for `IDLE_SECONDS` are closed.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import concurrent.futures
 import math
 import os
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -60,6 +62,9 @@ MAX_TOOL_PAGES = 100
 _WAIT_GRACE_SECONDS = 5.0
 # How long `close_all` waits for servers to stop (the SDK bounds a stdio server's to ~6 s).
 _CLOSE_SECONDS = 15.0
+# A session unused this long is closed: the servers of providers whose settings changed, or
+# that were deleted, would otherwise run until the process ends.
+IDLE_SECONDS = 600.0
 
 T = TypeVar("T")
 
@@ -116,6 +121,8 @@ class _Live:
         self.client: Client | None = None
         self.error: DownstreamError | None = None
         self.stopped = False
+        self.calls_in_flight = 0
+        self.last_used = time.monotonic()
         # Set once the session is usable or has failed to start.
         self.settled = asyncio.Event()
         # Created here, entered by the task: `stop()` may come before the task first runs.
@@ -196,6 +203,15 @@ class _Pool:
             target=self.loop.run_forever, name="mcp-client-pool", daemon=True
         )
         self.thread.start()
+        self.loop.call_soon_threadsafe(self._close_idle)
+
+    def _close_idle(self) -> None:
+        now = time.monotonic()
+        for live in list(self.live.values()):
+            idle = now - live.last_used > IDLE_SECONDS
+            if idle and live.usable and not live.calls_in_flight:
+                live.stop()
+        self.loop.call_later(IDLE_SECONDS / 4, self._close_idle)
 
     def forget(self, live: _Live) -> None:
         if self.live.get(live.connection) is live:
@@ -246,11 +262,15 @@ class _Pool:
             if not live.usable:
                 # It hung up while idle: nothing was sent, so the restarted server gets it.
                 continue
+            live.calls_in_flight += 1
             try:
                 return await send(client)
             except Exception as exc:
                 during = f"while handling {what}"
                 raise await explain(exc, connection, live.diagnostics, during=during) from None
+            finally:
+                live.calls_in_flight -= 1
+                live.last_used = time.monotonic()
         raise DownstreamError(
             f"{connection.describe()} hung up again right after starting; check its logs."
         )

@@ -214,6 +214,33 @@ def test_a_refused_url_says_the_connection_was_refused(transport, path):
     assert "Check that the server is running" in message
 
 
+def test_a_session_left_unused_is_closed_and_its_server_stopped(monkeypatch):
+    monkeypatch.setattr(mcp_client, "IDLE_SECONDS", 0.5)
+    mcp_client.close_all()  # a new pool, checking idleness every 0.125 s
+    connection = echo()
+    pid = server_pid(connection)
+    wait_until(lambda: mcp_client.pool_size() == 0, seconds=5)
+    wait_until(lambda: not is_running(pid), seconds=5)
+    assert server_pid(connection) != pid
+
+
+def test_a_forked_child_starts_its_own_servers_and_leaves_the_parents_alone():
+    connection = echo()
+    parents = server_pid(connection)
+    child = os.fork()
+    if child == 0:  # the child: report through the exit status only
+        status = 1
+        try:
+            if mcp_client.pool_size() == 0 and server_pid(connection) != parents:
+                status = 0
+            mcp_client.close_all()
+        finally:
+            os._exit(status)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert server_pid(connection) == parents
+
+
 def test_close_all_stops_every_server_process():
     connections = [echo("one", ROLE="one"), echo("two", ROLE="two")]
     pids = [server_pid(connection) for connection in connections]
