@@ -272,10 +272,22 @@ def test_calls_over_streamable_http_share_one_session_and_send_the_headers():
         assert mcp_client.pool_size() == 1
 
 
-def test_a_rejected_token_is_reported_as_http_401_with_what_to_check():
-    with echo_http_server("--require-token", "s3cret") as url:
+def test_calls_over_sse_work_through_the_pool():
+    with echo_http_server("--sse") as url:
+        connection = Connection(name="old-web", transport="sse", url=url)
+        assert mcp_client.call_tool(connection, "add", {"a": 2, "b": 2}).structured_content == {
+            "sum": 4
+        }
+        assert [tool.name for tool in mcp_client.list_tools(connection)][:2] == ["echo", "add"]
+
+
+@pytest.mark.parametrize(
+    ("transport", "server_args"), [("streamable_http", ()), ("sse", ("--sse",))]
+)
+def test_a_rejected_token_is_reported_as_http_401_with_what_to_check(transport, server_args):
+    with echo_http_server("--require-token", "s3cret", *server_args) as url:
         connection = Connection(
-            name="web", transport="streamable_http", url=url, headers=(("Authorization", "x"),)
+            name="web", transport=transport, url=url, headers=(("Authorization", "x"),)
         )
         with pytest.raises(DownstreamError) as failure:
             mcp_client.list_tools(connection)

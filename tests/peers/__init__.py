@@ -70,7 +70,8 @@ def free_port() -> int:
 def echo_http_server(*args: str) -> Iterator[str]:
     """Run the echo peer as a Streamable HTTP server on 127.0.0.1; yields its MCP URL.
 
-    `args` go to the server, e.g. `"--require-token", "secret"`.
+    `args` go to the server, e.g. `"--require-token", "secret"`, or `"--sse"` for an SSE
+    server (whose URL then ends in /sse).
     """
     port = free_port()
     process = subprocess.Popen(
@@ -91,7 +92,7 @@ def echo_http_server(*args: str) -> Iterator[str]:
                         f"{process.stderr.read().decode(errors='replace')}"
                     ) from None
                 time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/{'sse' if '--sse' in args else 'mcp'}"
     finally:
         process.terminate()
         process.wait(10)

@@ -10,8 +10,9 @@ Tools:
 - `fail(message)`: returns an `isError` result whose text contains `message`.
 
 Run it over stdio with `python tests/peers/echo_server.py` (use `sys.executable`), or over
-Streamable HTTP on 127.0.0.1 with `--http PORT` (`--require-token TOKEN` then answers 401 to
-a request without `Authorization: Bearer TOKEN`).
+Streamable HTTP on 127.0.0.1 with `--http PORT` (at /mcp; with `--sse`, the SSE transport
+at /sse instead). `--require-token TOKEN` then answers 401 to a request without
+`Authorization: Bearer TOKEN`.
 
 Environment: `ECHO_SERVER_TOOLS` (comma-separated names) limits the tools it offers, so a
 test can make a tool disappear; `ECHO_SERVER_PAGE_SIZE` lists tools that many per page,
@@ -120,6 +121,7 @@ def _require_token(app: Any, token: str) -> Any:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--http", type=int, metavar="PORT", help="serve Streamable HTTP")
+    parser.add_argument("--sse", action="store_true", help="with --http: serve SSE instead")
     parser.add_argument("--require-token", metavar="TOKEN", help="with --http: demand a token")
     options = parser.parse_args()
     server = build_server()
@@ -128,7 +130,7 @@ def main() -> None:
         return
     import uvicorn
 
-    app = server.streamable_http_app()
+    app = server.sse_app() if options.sse else server.streamable_http_app()
     if options.require_token:
         app = _require_token(app, options.require_token)
     uvicorn.run(app, host="127.0.0.1", port=options.http, log_level="warning")
