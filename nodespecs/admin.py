@@ -113,7 +113,15 @@ class NodeSpecAdmin(admin.ModelAdmin):
     search_fields = ("subtype", "display_name", "description", "tags")
     ordering = ("node_type", "subtype")
     actions = ["export_yaml"]
-    readonly_fields = ("source", "created_at", "updated_at", "revision_history", "agent_preview")
+    readonly_fields = (
+        "source",
+        "provider",
+        "available",
+        "created_at",
+        "updated_at",
+        "revision_history",
+        "agent_preview",
+    )
     fieldsets = (
         (None, {"fields": ("node_type", "subtype", "version", "display_name", "description")}),
         ("Parameters", {"fields": ("configurations", "input_params", "output_params")}),
@@ -122,7 +130,19 @@ class NodeSpecAdmin(admin.ModelAdmin):
             {"fields": ("tags", "aliases", "attached_nodes", "examples")},
         ),
         ("Legacy ports", {"fields": ("input_ports", "output_ports"), "classes": ("collapse",)}),
-        ("Record", {"fields": ("source", "created_at", "updated_at", "revision_history")}),
+        (
+            "Record",
+            {
+                "fields": (
+                    "source",
+                    "provider",
+                    "available",
+                    "created_at",
+                    "updated_at",
+                    "revision_history",
+                )
+            },
+        ),
         ("What an agent receives from get_node_details", {"fields": ("agent_preview",)}),
     )
 
