@@ -26,7 +26,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -157,7 +157,7 @@ class _Live:
                     self.settled.set()
                     await anyio.sleep_forever()
             if self.client is None:
-                self.error = await self._start_interrupted()
+                self.error = self._start_interrupted()
         except Exception as exc:
             if self.client is None:
                 self.error = await explain(
@@ -171,7 +171,7 @@ class _Live:
             self.pool.forget(self)
             self.settled.set()
 
-    async def _start_interrupted(self) -> DownstreamError:
+    def _start_interrupted(self) -> DownstreamError:
         where = self.connection.describe()
         if self.stopped:
             return DownstreamError(f"{where} was closed while it was starting.")
@@ -186,9 +186,9 @@ class _Live:
         """The connected client, once started; raises the reason it could not start."""
         await self.settled.wait()
         if self.client is None:
-            assert self.error is not None
+            error = self.error or self._start_interrupted()
             # A fresh exception per caller: many callers may be waiting on one start.
-            raise type(self.error)(str(self.error))
+            raise type(error)(str(error))
         return self.client
 
 
@@ -225,9 +225,9 @@ class _Pool:
             live.task.add_done_callback(self.tasks.discard)
         return live
 
-    def run(self, coroutine: Awaitable[T], timeout: float) -> T:
+    def run(self, coroutine: Coroutine[Any, Any, T], timeout: float) -> T:
         """Run a coroutine on the loop and wait for it (from any thread but the loop's)."""
-        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)  # type: ignore[arg-type]
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
         try:
             return future.result(timeout + _WAIT_GRACE_SECONDS)
         except concurrent.futures.TimeoutError:
