@@ -262,7 +262,6 @@ class NodeExecutionInline(admin.TabularInline):
         "duration_ms",
         "attempts",
         "error",
-        "input_json",
         "detail_json",
         "output_json",
     )
@@ -276,10 +275,6 @@ class NodeExecutionInline(admin.TabularInline):
     @staticmethod
     def _json(value: Any) -> str:
         return format_html("<pre>{}</pre>", json.dumps(value, indent=2, ensure_ascii=False))
-
-    @admin.display(description="input")
-    def input_json(self, row: NodeExecution) -> str:
-        return self._json(row.input)
 
     @admin.display(description="detail")
     def detail_json(self, row: NodeExecution) -> str:

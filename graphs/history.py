@@ -3,31 +3,78 @@
 An `mcp` node can take seconds, so its row is written when it starts (status `running`) and
 completed when it ends: a crash mid-call leaves that row behind. Transform and switch nodes
 take microseconds; a row per node written one by one would cost more than the run itself, so
-their finished rows are collected and written together, before the next `mcp` node, at most
-`FLUSH_SECONDS` after the first of them finished, and when the run ends. A crash loses at most
-that window of in-memory steps, never an outside call.
+their finished rows are collected and written together (COPY on PostgreSQL), before the next
+`mcp` node, at most `FLUSH_SECONDS` after the first of them finished, and when the run ends.
+A crash loses at most that window of in-memory steps, never an outside call.
+
+A node's input is the output of the execution before it, so it is not stored twice: pages
+read it from the previous row.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from django.conf import settings
+from django.db import connection
 
 from graphs.engine import NodeRecord, NullObserver
 from graphs.models import NodeExecution, Run
-from graphs.payloads import storable
+from graphs.payloads import encoded
 
 FLUSH_SECONDS = 0.2
 
 # progress(done, message): one call per finished node.
 Progress = Callable[[int, str], None]
 
+# The columns of a finished row, in the order `_Row` holds them.
+COLUMNS = (
+    "run_id",
+    "index",
+    "node_id",
+    "node_type",
+    "iteration",
+    "status",
+    "detail",
+    "output",
+    "error",
+    "attempts",
+    "truncated",
+    "started_at",
+    "duration_ms",
+)
+JSON_COLUMNS = ("detail", "output")
+_Row = tuple[Any, ...]
+
 
 def _at(timestamp: float) -> datetime:
     return datetime.fromtimestamp(timestamp, tz=UTC)
+
+
+def write_rows(rows: list[_Row]) -> None:
+    """Insert finished node executions, their JSON already encoded."""
+    if connection.vendor == "postgresql":
+        # COPY takes a few microseconds a row; the ORM's bulk insert ten times that.
+        names = ", ".join(connection.ops.quote_name(column) for column in COLUMNS)
+        table = NodeExecution._meta.db_table
+        with connection.cursor() as cursor, cursor.cursor.copy(
+            f"COPY {table} ({names}) FROM STDIN"
+        ) as copy:
+            for row in rows:
+                copy.write_row(row)
+        return
+    decode = [COLUMNS.index(column) for column in JSON_COLUMNS]
+    instances = []
+    for row in rows:
+        values = dict(zip(COLUMNS, row, strict=True))
+        for position in decode:
+            values[COLUMNS[position]] = json.loads(row[position])
+        instances.append(NodeExecution(**values))
+    NodeExecution.objects.bulk_create(instances)
 
 
 class HistoryRecorder(NullObserver):
@@ -39,76 +86,76 @@ class HistoryRecorder(NullObserver):
         self.max_bytes: int = settings.GRAPHS_MAX_PAYLOAD_BYTES
         self.node_count = 0
         self.truncated = False
-        self._pending: list[NodeExecution] = []
+        self._pending: list[_Row] = []
         self._pending_since = 0.0
         # Rows written at start (mcp nodes), by execution index, to complete at the end.
         self._open: dict[int, NodeExecution] = {}
 
-    def _store(self, row: NodeExecution, **payloads: object) -> None:
-        """Set payload fields on a row, capped, and mark the row (and run) if any was cut."""
-        for name, value in payloads.items():
-            stored, truncated = storable(value, self.max_bytes)
-            setattr(row, name, stored)
-            row.truncated |= truncated
-            self.truncated |= truncated
-
-    def _row(self, record: NodeRecord, status: str) -> NodeExecution:
-        row = NodeExecution(
-            run=self.run,
-            index=record.index,
-            node_id=record.node_id,
-            node_type=record.node_type,
-            iteration=record.iteration,
-            status=status,
-            started_at=_at(record.started_at),
-        )
-        self._store(row, input=record.input, detail=record.detail)
-        return row
+    def _encode(self, value: object) -> tuple[str, bool]:
+        text, truncated = encoded(value, self.max_bytes)
+        self.truncated |= truncated
+        return text, truncated
 
     def flush(self) -> None:
         """Write the finished rows collected so far."""
         if self._pending:
-            NodeExecution.objects.bulk_create(self._pending)
+            write_rows(self._pending)
             self._pending = []
 
     def node_started(self, record: NodeRecord) -> None:
         if record.node_type != "mcp":
             return
         self.flush()
-        row = self._row(record, NodeExecution.Status.RUNNING)
-        row.save(force_insert=True)
-        self._open[record.index] = row
+        detail, truncated = self._encode(record.detail)
+        self._open[record.index] = NodeExecution.objects.create(
+            run=self.run,
+            index=record.index,
+            node_id=record.node_id,
+            node_type=record.node_type,
+            iteration=record.iteration,
+            status=NodeExecution.Status.RUNNING,
+            detail=json.loads(detail),
+            truncated=truncated,
+            started_at=_at(record.started_at),
+        )
 
     def _finished(self, record: NodeRecord, status: str) -> None:
-        row = self._open.pop(record.index, None)
-        written = row is not None
-        if row is None:
-            row = self._row(record, status)
-        row.status = status
-        self._store(row, detail=record.detail, output=record.output)
-        row.error = record.error or ""
-        row.attempts = record.attempts
-        row.duration_ms = record.duration_ms
+        detail, detail_cut = self._encode(record.detail)
+        output, output_cut = self._encode(record.output)
         self.node_count += 1
-        if written:
-            row.save(
-                update_fields=[
-                    "status",
-                    "detail",
-                    "output",
-                    "error",
-                    "attempts",
-                    "duration_ms",
-                    "truncated",
-                ]
+        row = self._open.pop(record.index, None)
+        if row is not None:
+            NodeExecution.objects.filter(pk=row.pk).update(
+                status=status,
+                detail=json.loads(detail),
+                output=json.loads(output),
+                error=record.error or "",
+                attempts=record.attempts,
+                duration_ms=record.duration_ms,
+                truncated=detail_cut or output_cut,
             )
         else:
             if not self._pending:
                 self._pending_since = time.monotonic()
-            self._pending.append(row)
-            if status == NodeExecution.Status.FAILED or (
-                time.monotonic() - self._pending_since >= FLUSH_SECONDS
-            ):
+            self._pending.append(
+                (
+                    self.run.pk,
+                    record.index,
+                    record.node_id,
+                    record.node_type,
+                    record.iteration,
+                    status,
+                    detail,
+                    output,
+                    record.error or "",
+                    record.attempts,
+                    detail_cut or output_cut,
+                    _at(record.started_at),
+                    record.duration_ms,
+                )
+            )
+            failed = status == NodeExecution.Status.FAILED
+            if failed or time.monotonic() - self._pending_since >= FLUSH_SECONDS:
                 self.flush()
         if self.progress is not None:
             self.progress(self.node_count, f"{record.node_id} {status}")

@@ -145,7 +145,7 @@ class NodeExecution(models.Model):
     node_type = models.CharField(max_length=16)
     iteration = models.PositiveIntegerField(default=1)
     status = models.CharField(max_length=16, choices=Status.choices)
-    input = models.JSONField(null=True, blank=True)
+    # A node's input is the previous execution's output (or the run's arguments): not stored.
     # What the node evaluated: an mcp node's call, a transform's expression, a switch's choice.
     detail = models.JSONField(null=True, blank=True)
     output = models.JSONField(null=True, blank=True)

@@ -49,14 +49,20 @@ def mask_secrets(value: Any) -> Any:
     return value
 
 
-def storable(value: Any, max_bytes: int) -> tuple[Any, bool]:
-    """The value to store for a payload, and whether it had to be truncated.
+def encoded(value: Any, max_bytes: int) -> tuple[str, bool]:
+    """A payload as the JSON text to store, and whether it had to be truncated.
 
     A payload over `max_bytes` of JSON becomes `{"_truncated": true, "bytes": N, "preview":
     "<the first max_bytes characters of its JSON>"}`.
     """
-    masked = mask_secrets(value)
-    text = json.dumps(masked, ensure_ascii=False, default=str)
+    text = json.dumps(mask_secrets(value), ensure_ascii=False, default=str)
     if len(text) <= max_bytes:
-        return masked, False
-    return {TRUNCATED_KEY: True, "bytes": len(text.encode()), "preview": text[:max_bytes]}, True
+        return text, False
+    preview = {TRUNCATED_KEY: True, "bytes": len(text.encode()), "preview": text[:max_bytes]}
+    return json.dumps(preview, ensure_ascii=False), True
+
+
+def storable(value: Any, max_bytes: int) -> tuple[Any, bool]:
+    """`encoded`, as the value a JSONField takes."""
+    text, truncated = encoded(value, max_bytes)
+    return json.loads(text), truncated
