@@ -16,12 +16,15 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name", help="The workflow (tool) name.")
         parser.add_argument(
-            "--args", default="{}", help="The arguments as a JSON object, e.g. '{\"n\": 3}'."
+            "--args",
+            dest="arguments",
+            default="{}",
+            help="The arguments as a JSON object, e.g. '{\"n\": 3}'.",
         )
 
-    def handle(self, *args: object, name: str, **options: object) -> None:
+    def handle(self, *args: object, name: str, arguments: str, **options: object) -> None:
         try:
-            arguments = json.loads(str(options["args"]))
+            arguments = json.loads(arguments)
         except ValueError as exc:
             raise CommandError(f"--args is not JSON: {exc}") from None
         try:
