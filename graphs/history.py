@@ -61,9 +61,10 @@ def write_rows(rows: list[_Row]) -> None:
         # COPY takes a few microseconds a row; the ORM's bulk insert ten times that.
         names = ", ".join(connection.ops.quote_name(column) for column in COLUMNS)
         table = NodeExecution._meta.db_table
-        with connection.cursor() as cursor, cursor.cursor.copy(
-            f"COPY {table} ({names}) FROM STDIN"
-        ) as copy:
+        with (
+            connection.cursor() as cursor,
+            cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy,
+        ):
             for row in rows:
                 copy.write_row(row)
         return
@@ -72,7 +73,8 @@ def write_rows(rows: list[_Row]) -> None:
     for row in rows:
         values = dict(zip(COLUMNS, row, strict=True))
         for position in decode:
-            values[COLUMNS[position]] = json.loads(row[position])
+            if row[position] is not None:
+                values[COLUMNS[position]] = json.loads(row[position])
         instances.append(NodeExecution(**values))
     NodeExecution.objects.bulk_create(instances)
 
@@ -88,8 +90,8 @@ class HistoryRecorder(NullObserver):
         self.truncated = False
         self._pending: list[_Row] = []
         self._pending_since = 0.0
-        # Rows written at start (mcp nodes), by execution index, to complete at the end.
-        self._open: dict[int, NodeExecution] = {}
+        # Execution indexes of rows written at start (mcp nodes), to complete at the end.
+        self._open: set[int] = set()
 
     def _encode(self, value: object) -> tuple[str, bool]:
         text, truncated = encoded(value, self.max_bytes)
@@ -102,30 +104,44 @@ class HistoryRecorder(NullObserver):
             write_rows(self._pending)
             self._pending = []
 
+    def _row(
+        self, record: NodeRecord, status: str, detail: str, output: str | None, truncated: bool
+    ) -> _Row:
+        return (
+            self.run.pk,
+            record.index,
+            record.node_id,
+            record.node_type,
+            record.iteration,
+            status,
+            detail,
+            output,
+            record.error or "",
+            record.attempts,
+            truncated,
+            _at(record.started_at),
+            record.duration_ms,
+        )
+
     def node_started(self, record: NodeRecord) -> None:
         if record.node_type != "mcp":
             return
-        self.flush()
+        # Written now, with whatever finished before it, so a call that never returns (a
+        # crash, a hang) still shows in the history as the node that was running.
         detail, truncated = self._encode(record.detail)
-        self._open[record.index] = NodeExecution.objects.create(
-            run=self.run,
-            index=record.index,
-            node_id=record.node_id,
-            node_type=record.node_type,
-            iteration=record.iteration,
-            status=NodeExecution.Status.RUNNING,
-            detail=json.loads(detail),
-            truncated=truncated,
-            started_at=_at(record.started_at),
+        self._pending.append(
+            self._row(record, NodeExecution.Status.RUNNING, detail, None, truncated)
         )
+        self.flush()
+        self._open.add(record.index)
 
     def _finished(self, record: NodeRecord, status: str) -> None:
         detail, detail_cut = self._encode(record.detail)
         output, output_cut = self._encode(record.output)
         self.node_count += 1
-        row = self._open.pop(record.index, None)
-        if row is not None:
-            NodeExecution.objects.filter(pk=row.pk).update(
+        if record.index in self._open:
+            self._open.discard(record.index)
+            NodeExecution.objects.filter(run=self.run, index=record.index).update(
                 status=status,
                 detail=json.loads(detail),
                 output=json.loads(output),
@@ -138,21 +154,7 @@ class HistoryRecorder(NullObserver):
             if not self._pending:
                 self._pending_since = time.monotonic()
             self._pending.append(
-                (
-                    self.run.pk,
-                    record.index,
-                    record.node_id,
-                    record.node_type,
-                    record.iteration,
-                    status,
-                    detail,
-                    output,
-                    record.error or "",
-                    record.attempts,
-                    detail_cut or output_cut,
-                    _at(record.started_at),
-                    record.duration_ms,
-                )
+                self._row(record, status, detail, output, detail_cut or output_cut)
             )
             failed = status == NodeExecution.Status.FAILED
             if failed or time.monotonic() - self._pending_since >= FLUSH_SECONDS:

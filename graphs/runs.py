@@ -21,6 +21,7 @@ from django.utils import timezone
 from graphs.engine import (
     CancelToken,
     CompiledTool,
+    ExecutionLimits,
     GraphRunError,
     compile_tool,
     execute,
@@ -57,8 +58,12 @@ class RunOutcome:
 
 @dataclass(frozen=True)
 class _Prepared:
-    """What every run of one version needs, built once per process."""
+    """What every run of one version needs, built once per process (versions never change)."""
 
+    version_id: int
+    workflow_id: int
+    limits: ExecutionLimits
+    servers: dict[str, int]
     compiled: CompiledTool
     validator: Any
 
@@ -69,7 +74,7 @@ _prepared_lock = threading.Lock()
 
 
 def _prepare(version: WorkflowVersion) -> _Prepared:
-    """Compile a version's expressions and input schema once; versions never change."""
+    """Compile a version's expressions and input schema, once."""
     key = (version.pk, version.digest)
     prepared = _prepared.get(key)
     if prepared is not None:
@@ -77,7 +82,14 @@ def _prepare(version: WorkflowVersion) -> _Prepared:
     tool = parse_tool(version.definition, server_names=version.servers.keys())
     schema = tool.input_schema or {"type": "object"}
     validator_class = jsonschema.validators.validator_for(schema)
-    prepared = _Prepared(compile_tool(tool), validator_class(schema))
+    prepared = _Prepared(
+        version.pk,
+        version.workflow_id,
+        limits_from_mapping(version.limits),
+        dict(version.servers),
+        compile_tool(tool),
+        validator_class(schema),
+    )
     with _prepared_lock:
         if len(_prepared) >= _COMPILED_CACHE_SIZE:
             _prepared.pop(next(iter(_prepared)))
@@ -103,11 +115,11 @@ def _check_arguments(name: str, validator: Any, arguments: Any) -> None:
 
 
 def _downstream(
-    version: WorkflowVersion,
+    servers: dict[str, int],
 ) -> Callable[[str, str, dict[str, Any], float | None], Any]:
     """The engine's call function: a node's server name → its provider's pooled connection."""
-    providers = Provider.objects.in_bulk(list(version.servers.values()))
-    bound = {name: providers.get(pk) for name, pk in version.servers.items()}
+    providers = Provider.objects.in_bulk(list(servers.values())) if servers else {}
+    bound = {name: providers.get(pk) for name, pk in servers.items()}
 
     def call_tool(server: str, tool: str, arguments: dict[str, Any], timeout: float | None) -> Any:
         provider = bound.get(server)
@@ -134,45 +146,49 @@ def _status_of(error: GraphRunError) -> str:
     return Run.Status.FAILED
 
 
+def _find_version(name: str, version_id: int | None) -> WorkflowVersion:
+    if version_id is not None:
+        version = WorkflowVersion.objects.filter(pk=version_id, workflow__name=name).first()
+    else:
+        workflow = Workflow.objects.filter(name=name).select_related("current_version").first()
+        version = workflow.current_version if workflow is not None else None
+    if version is None:
+        raise WorkflowCallError(
+            f"No workflow named {name!r}; tools/list shows the workflows you can call."
+        )
+    return version
+
+
 def workflow_call(
     *,
     name: str,
     arguments: Any,
     caller: str = "",
     session_id: str = "",
-    version_id: int | None = None,
+    version: tuple[int, str] | None = None,
     progress: Progress | None = None,
     cancel: CancelToken | None = None,
 ) -> RunOutcome:
-    """Run a workflow by tool name (at `version_id`, else its current version) and record it.
+    """Run a workflow by tool name and record the run.
 
+    `version` is the (id, digest) of the version to run, as `tools/list` showed it (a
+    version already run in this process then needs no query); else the current one.
     Raises `WorkflowCallError` when nothing could run; every run that starts returns an
     outcome, failed ones included.
     """
-    versions = WorkflowVersion.objects.select_related("workflow")
-    if version_id is not None:
-        version = versions.filter(pk=version_id, workflow__name=name).first()
-    else:
-        workflow = Workflow.objects.filter(name=name).select_related("current_version").first()
-        version = workflow.current_version if workflow is not None else None
-        if version is not None:
-            version.workflow = workflow
-    if version is None:
-        raise WorkflowCallError(
-            f"No workflow named {name!r}; tools/list shows the workflows you can call."
-        )
-    prepared = _prepare(version)
+    prepared = _prepared.get(version) if version is not None else None
+    if prepared is None:
+        prepared = _prepare(_find_version(name, version[0] if version else None))
     _check_arguments(name, prepared.validator, arguments)
-    now = timezone.now()
     run = Run.objects.create(
-        workflow_id=version.workflow_id,
-        version=version,
+        workflow_id=prepared.workflow_id,
+        version_id=prepared.version_id,
         workflow_name=name,
         status=Run.Status.RUNNING,
         arguments=mask_secrets(arguments),
         caller=caller[:200],
         session_id=session_id[:200],
-        started_at=now,
+        started_at=timezone.now(),
     )
     recorder = HistoryRecorder(run, progress)
     started = time.perf_counter()
@@ -180,8 +196,8 @@ def workflow_call(
         result = execute(
             prepared.compiled,
             arguments,
-            call_tool=_downstream(version),
-            limits=limits_from_mapping(version.limits),
+            call_tool=_downstream(prepared.servers),
+            limits=prepared.limits,
             observer=recorder,
             cancel=cancel,
         )

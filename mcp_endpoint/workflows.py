@@ -84,7 +84,7 @@ def call_workflow(
             arguments=arguments if arguments is not None else {},
             caller=context.caller,
             session_id=context.session_id,
-            version_id=tool.version_id,
+            version=(tool.version_id, tool.digest),
             progress=progress,
         )
     except WorkflowCallError as exc:
