@@ -53,7 +53,7 @@ def test_queries_reuse_the_registry_without_touching_the_database(
 
 def test_a_change_made_without_notice_is_seen_from_the_table(db, monkeypatch):
     """Another process (or a bulk load) changed the table and this cache heard nothing."""
-    monkeypatch.setattr("nodespecs.registry.TABLE_CHECK_SECONDS", 0.0)
+    monkeypatch.setattr("nodespecs.snapshots.TABLE_CHECK_SECONDS", 0.0)
     assert get_node_types("ACTION").node_types == {"ACTION": []}
     NodeSpec.objects.bulk_create([new_spec()])
     assert get_node_types("ACTION").node_types == {"ACTION": ["PING"]}
