@@ -23,6 +23,7 @@ from graphs.services import LIMIT_KEYS, workflow_save, workflow_tool_mapping
 from nodespecs.mcp_client import Connection
 from nodespecs.models import Provider
 from nodespecs.providers import provider_get_or_create
+from nodespecs.reports import ChangeReport
 
 
 class GraphFileError(ValueError):
@@ -30,18 +31,15 @@ class GraphFileError(ValueError):
 
 
 @dataclass
-class GraphImportReport:
+class GraphImportReport(ChangeReport):
+    """The workflows of one file by outcome, and the provider each server name became."""
+
     group: str = ""
-    created: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    providers: dict[str, str] = field(default_factory=dict)
+    # Server name → provider name.
+    providers: dict[str, str] = field(default_factory=dict, metadata={"outcome": False})
 
     def summary(self) -> str:
-        return (
-            f"{self.group}: {len(self.created)} created, {len(self.updated)} updated, "
-            f"{len(self.unchanged)} unchanged"
-        )
+        return f"{self.group}: {ChangeReport.summary(self)}"
 
 
 def _connection(server: ServerConfig, base_dir: Path | None) -> Connection:

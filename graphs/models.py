@@ -8,8 +8,10 @@ leaves the history up to the crash.
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import models
+from django.urls import reverse
+
+from nodespecs.models import Revision
 
 
 class WorkflowGroup(models.Model):
@@ -60,24 +62,19 @@ class Workflow(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def get_absolute_url(self) -> str:
+        return f"{reverse('graphs:workflows')}#workflow-{self.pk}"
 
-class WorkflowVersion(models.Model):
+
+class WorkflowVersion(Revision):
     """An immutable snapshot of a workflow, taken at each change; runs point here."""
 
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="versions")
-    number = models.PositiveIntegerField()
     # The tool in the YAML format's shape: name, description, inputSchema, outputSchema, nodes.
     definition = models.JSONField()
     limits = models.JSONField(default=dict)
     servers = models.JSONField(default=dict)
     digest = models.CharField(max_length=64)
-    author = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
-    # Kept apart from `author` so the history still says who after the user is deleted.
-    author_name = models.CharField(max_length=150, blank=True)
-    comment = models.CharField(max_length=300, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["workflow", "-number"]
@@ -115,20 +112,27 @@ class Run(models.Model):
     session_id = models.CharField(max_length=200, blank=True)
     node_count = models.PositiveIntegerField(default=0)
     truncated = models.BooleanField(default=False)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.FloatField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        # The history pages page by the cursor (created_at, id), newest first, alone or after
+        # one filter: each index serves a page as a range scan however deep the cursor is.
         indexes = [
-            models.Index(fields=["workflow", "-created_at"], name="run_workflow_created"),
-            models.Index(fields=["status", "-created_at"], name="run_status_created"),
+            models.Index(fields=["created_at", "id"], name="run_created_id"),
+            models.Index(fields=["workflow", "created_at", "id"], name="run_workflow_created_id"),
+            models.Index(fields=["status", "created_at", "id"], name="run_status_created_id"),
+            models.Index(fields=["caller", "created_at", "id"], name="run_caller_created_id"),
         ]
 
     def __str__(self) -> str:
         return f"run {self.pk} of {self.workflow_name} ({self.status})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("graphs:run_detail", args=[self.pk])
 
 
 class NodeExecution(models.Model):

@@ -106,17 +106,14 @@ def workflow_save(
     current = workflow.current_version
     if current is not None and current.digest == digest:
         return None
-    last = workflow.versions.order_by("-number").values_list("number", flat=True).first() or 0
     version = WorkflowVersion.objects.create(
         workflow=workflow,
-        number=last + 1,
+        number=WorkflowVersion.next_number(workflow.versions),
         definition=definition,
         limits=workflow.limits,
         servers=workflow.servers,
         digest=digest,
-        author=author if author is not None and author.pk else None,
-        author_name=author.get_username() if author is not None else "",
-        comment=comment[:300],
+        **WorkflowVersion.authored(author, comment),
     )
     workflow.current_version = version
     workflow.save(update_fields=["current_version"])

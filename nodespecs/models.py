@@ -7,6 +7,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
@@ -248,12 +249,11 @@ class NodeSpec(models.Model):
         self.set_document(dump_spec_document(parsed))
 
 
-class NodeSpecRevision(models.Model):
-    """An immutable snapshot of a spec taken at each save: who, when, and the content."""
+class Revision(models.Model):
+    """An immutable, numbered snapshot of something authors edit: who saved it, when, why.
+    Subclasses add what is kept and whose revision it is."""
 
-    spec = models.ForeignKey(NodeSpec, on_delete=models.CASCADE, related_name="revisions")
     number = models.PositiveIntegerField()
-    document = models.JSONField()
     author = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
@@ -261,6 +261,31 @@ class NodeSpecRevision(models.Model):
     author_name = models.CharField(max_length=150, blank=True)
     comment = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        abstract = True
+
+    @staticmethod
+    def authored(author: AbstractBaseUser | None, comment: str) -> dict[str, Any]:
+        """The fields that say who saved a revision and why, for `create()`."""
+        return {
+            "author": author if author is not None and author.pk else None,
+            "author_name": author.get_username() if author is not None else "",
+            "comment": comment[:300],
+        }
+
+    @staticmethod
+    def next_number(revisions: models.QuerySet) -> int:
+        """The number the next of these revisions takes."""
+        last = revisions.order_by("-number").values_list("number", flat=True).first()
+        return (last or 0) + 1
+
+
+class NodeSpecRevision(Revision):
+    """An immutable snapshot of a spec taken at each save: who, when, and the content."""
+
+    spec = models.ForeignKey(NodeSpec, on_delete=models.CASCADE, related_name="revisions")
+    document = models.JSONField()
 
     class Meta:
         ordering = ["spec", "-number"]

@@ -19,6 +19,7 @@ from django.utils.text import slugify
 
 from nodespecs import mcp_client
 from nodespecs.models import NodeSpec, Provider
+from nodespecs.reports import ChangeReport
 from nodespecs.services import spec_save
 from nodespecs.specformat import SpecFormatError
 from nodespecs.tool_specs import tool_document
@@ -32,26 +33,12 @@ class ProviderRefreshError(Exception):
 
 
 @dataclass
-class RefreshReport:
+class RefreshReport(ChangeReport):
     """What a refresh did, by node name; every tool of the provider is in one list."""
 
-    provider: str
-    created: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
+    provider: str = ""
     unavailable: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
-
-    def summary(self) -> str:
-        parts = [
-            f"{len(self.created)} created",
-            f"{len(self.updated)} updated",
-            f"{len(self.unchanged)} unchanged",
-            f"{len(self.unavailable)} unavailable",
-        ]
-        if self.failed:
-            parts.append(f"{len(self.failed)} failed")
-        return ", ".join(parts)
 
 
 def _settings_of(connection: mcp_client.Connection) -> dict[str, Any]:
