@@ -24,6 +24,12 @@ from graphs.runs import WorkflowCallError, workflow_call
 from graphs.services import workflow_save, workflow_validate
 from nodespecs.models import Provider
 
+
+def drawing_html(svg: str) -> str:
+    """A drawing from `draw_graph` (which escapes every label), scrolling when it is wide."""
+    return format_html('<div style="overflow-x: auto; max-width: 100%">{}</div>', mark_safe(svg))
+
+
 # The keys of the YAML editor, each mapped to the model field it edits.
 EDITOR_FIELDS = {
     "description": "description",
@@ -164,7 +170,7 @@ class WorkflowAdmin(admin.ModelAdmin):
 
     @admin.display(description="Graph")
     def drawing(self, workflow: Workflow) -> str:
-        return mark_safe(draw_graph(workflow.nodes))
+        return drawing_html(draw_graph(workflow.nodes))
 
     def save_model(self, request: HttpRequest, obj: Workflow, form: Any, change: bool) -> None:
         workflow_save(workflow=obj, author=request.user, comment="Edited in the admin")
@@ -243,7 +249,7 @@ class WorkflowVersionAdmin(admin.ModelAdmin):
 
     @admin.display(description="Graph")
     def drawing(self, version: WorkflowVersion) -> str:
-        return mark_safe(draw_graph(version.definition.get("nodes", [])))
+        return drawing_html(draw_graph(version.definition.get("nodes", [])))
 
     @admin.display(description="Definition")
     def definition_yaml(self, version: WorkflowVersion) -> str:
@@ -331,7 +337,7 @@ class RunAdmin(admin.ModelAdmin):
         steps = run.node_executions.order_by("index").values_list("node_id", "status")
         visited, taken, failed = run_path(steps)
         nodes = run.version.definition.get("nodes", [])
-        return mark_safe(draw_graph(nodes, visited=visited, taken=taken, failed=failed))
+        return drawing_html(draw_graph(nodes, visited=visited, taken=taken, failed=failed))
 
     @admin.display(description="arguments")
     def arguments_json(self, run: Run) -> str:
