@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, models
 
 from graphs.engine import NodeRecord, NullObserver
 from graphs.models import NodeExecution, Run
@@ -55,12 +55,17 @@ def _at(timestamp: float) -> datetime:
     return datetime.fromtimestamp(timestamp, tz=UTC)
 
 
-def write_rows(rows: list[_Row]) -> None:
-    """Insert finished node executions, their JSON already encoded."""
+def copy_rows(
+    model: type[models.Model],
+    columns: Sequence[str],
+    json_columns: Sequence[str],
+    rows: Iterable[_Row],
+) -> None:
+    """Insert rows given in `columns` order, their `json_columns` already encoded as JSON."""
     if connection.vendor == "postgresql":
         # COPY takes a few microseconds a row; the ORM's bulk insert ten times that.
-        names = ", ".join(connection.ops.quote_name(column) for column in COLUMNS)
-        table = NodeExecution._meta.db_table
+        names = ", ".join(connection.ops.quote_name(column) for column in columns)
+        table = model._meta.db_table
         with (
             connection.cursor() as cursor,
             cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy,
@@ -68,15 +73,20 @@ def write_rows(rows: list[_Row]) -> None:
             for row in rows:
                 copy.write_row(row)
         return
-    decode = [COLUMNS.index(column) for column in JSON_COLUMNS]
+    decode = [columns.index(column) for column in json_columns]
     instances = []
     for row in rows:
-        values = dict(zip(COLUMNS, row, strict=True))
+        values = dict(zip(columns, row, strict=True))
         for position in decode:
             if row[position] is not None:
-                values[COLUMNS[position]] = json.loads(row[position])
-        instances.append(NodeExecution(**values))
-    NodeExecution.objects.bulk_create(instances)
+                values[columns[position]] = json.loads(row[position])
+        instances.append(model(**values))
+    model.objects.bulk_create(instances)
+
+
+def write_rows(rows: list[_Row]) -> None:
+    """Insert finished node executions, their JSON already encoded."""
+    copy_rows(NodeExecution, COLUMNS, JSON_COLUMNS, rows)
 
 
 class HistoryRecorder(NullObserver):
