@@ -21,7 +21,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection, transaction
-from django.db.models import Max
+from django.db.models import F, Max
 
 from graphs.files import graph_import
 from graphs.history import copy_rows, write_rows
@@ -131,8 +131,8 @@ CALLERS = (
 OUTCOMES = {"failed": 0.06, "timed_out": 0.01, "cancelled": 0.005}
 # Median milliseconds of a node of each type; durations are log-normal around them.
 MEDIAN_MS = {"entry": 0.01, "exit": 0.01, "transform": 0.25, "switch": 0.06, "mcp": 90.0}
-# How many of the newest runs may still be running.
-RUNNING_TAIL = 20
+# How many of the newest runs may still be running (those that call an mcp server).
+RUNNING_TAIL = 3
 
 
 def _json(value: Any) -> str:
@@ -362,8 +362,16 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, runs: int, weeks: float, batch: int, seed: int, **options: Any):
         rng = random.Random(seed)
-        graph_import(text=GRAPH_FILE)
-        workflows = {w.name: w for w in Workflow.objects.filter(name__in=WORKFLOWS)}
+        if not Workflow.objects.filter(name__in=WORKFLOWS).exists():
+            # Two versions of each, so the history shows runs of an older one too.
+            graph_import(text=GRAPH_FILE)
+            graph_import(
+                text=GRAPH_FILE.replace("maxExecutionTimeMs: 30000", "maxExecutionTimeMs: 60000")
+            )
+        workflows = {
+            w.name: (w, list(w.versions.order_by("number").values_list("pk", flat=True)))
+            for w in Workflow.objects.filter(name__in=WORKFLOWS)
+        }
         pools = build_shapes(rng)
         names = list(WORKFLOWS)
         cumulative = list(itertools.accumulate(WORKFLOWS[name][0] for name in names))
@@ -377,15 +385,26 @@ class Command(BaseCommand):
             run_rows, node_rows = [], []
             for position in range(offset, min(offset + batch, runs)):
                 name = names[bisect.bisect(cumulative, rng.random() * cumulative[-1])]
-                workflow = workflows[name]
+                workflow, versions = workflows[name]
+                # The first half of the history ran the first version, the rest the latest.
+                version = versions[0] if position < runs // 2 else versions[-1]
                 shape = rng.choice(pools[name])
                 created = start + step * position
-                running = position >= runs - RUNNING_TAIL and rng.random() < 0.5
-                run, nodes = _rows(first_id + position, workflow, shape, created, rng, running)
+                running = position >= runs - RUNNING_TAIL and any(
+                    node.node_type == "mcp" for node in shape.nodes
+                )
+                run, nodes = _rows(
+                    first_id + position, workflow, version, shape, created, rng, running
+                )
                 run_rows.append(run)
                 node_rows.extend(nodes)
             with transaction.atomic():
                 copy_rows(Run, RUN_COLUMNS, RUN_JSON_COLUMNS, run_rows)
+                if connection.vendor != "postgresql":
+                    # bulk_create stamps auto_now_add fields with the current time.
+                    Run.objects.filter(pk__gte=run_rows[0][0], pk__lte=run_rows[-1][0]).update(
+                        created_at=F("started_at")
+                    )
                 write_rows(node_rows)
             executions += len(node_rows)
             done = offset + len(run_rows)
@@ -423,6 +442,7 @@ class Command(BaseCommand):
 def _rows(
     run_id: int,
     workflow: Workflow,
+    version_id: int,
     shape: Shape,
     created: datetime,
     rng: random.Random,
@@ -432,7 +452,7 @@ def _rows(
     times of their own. A running run stops at its last mcp node, still running."""
     nodes = list(shape.nodes)
     if running:
-        last_mcp = max((i for i, n in enumerate(nodes) if n.node_type == "mcp"), default=0)
+        last_mcp = max(i for i, n in enumerate(nodes) if n.node_type == "mcp")
         nodes = nodes[: last_mcp + 1]
     node_rows = []
     at = created
@@ -464,7 +484,7 @@ def _rows(
     run_row = (
         run_id,
         workflow.pk,
-        workflow.current_version_id,
+        version_id,
         workflow.name,
         Run.Status.RUNNING if running else shape.status,
         shape.arguments,
