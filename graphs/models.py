@@ -98,6 +98,7 @@ class Run(models.Model):
         TIMED_OUT = "timed_out", "Timed out"
 
     FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
+    ACTIVE = (Status.QUEUED, Status.RUNNING)
 
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="runs")
     version = models.ForeignKey(WorkflowVersion, on_delete=models.PROTECT, related_name="runs")
@@ -110,6 +111,14 @@ class Run(models.Model):
     error_node_id = models.CharField(max_length=128, blank=True)
     caller = models.CharField(max_length=200, blank=True, help_text="API key or user.")
     session_id = models.CharField(max_length=200, blank=True)
+    # The JSON-RPC id (as JSON) of the tools/call that started the run, so that the client's
+    # notifications/cancelled can find it from any process.
+    request_id = models.CharField(max_length=200, blank=True)
+    # Execution (graphs/liveness.py): which process runs it, its last sign of life, and why
+    # someone asked to stop it (non-empty: cancellation requested).
+    worker = models.CharField(max_length=200, blank=True, help_text="host:pid running it.")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    cancel_reason = models.CharField(max_length=500, blank=True)
     node_count = models.PositiveIntegerField(default=0)
     truncated = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)

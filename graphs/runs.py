@@ -1,9 +1,11 @@
 """Running a workflow: validate the arguments, run the engine, keep the history.
 
 `workflow_call` is the one way a workflow runs, whether the call comes over MCP, from the
-REST API, the admin's test run or `manage.py run_workflow`. The `Run` row is written before
-the first node and finished in every case (success, failure, cancellation, a bug), so no run
-is left `running` by this process.
+REST API, the admin's test run or `manage.py run_workflow`; in queued mode the web side
+records the run with `run_create` and a worker executes it with `run_execute`, through the
+same `_execute` (graphs/control.py chooses). The `Run` row is written before the first node
+and finished in every case (success, failure, cancellation, a bug), so no run is left
+`running` by this process; one whose process dies is failed by the reaper.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import jsonschema
 from django.utils import timezone
 
+from graphs import liveness
 from graphs.engine import (
     CancelToken,
     CompiledTool,
@@ -159,57 +162,141 @@ def _find_version(name: str, version_id: int | None) -> WorkflowVersion:
     return version
 
 
+def _resolve(name: str, version: tuple[int, str] | None) -> _Prepared:
+    prepared = _prepared.get(version) if version is not None else None
+    if prepared is None:
+        prepared = _prepare(_find_version(name, version[0] if version else None))
+    return prepared
+
+
+def _create(
+    prepared: _Prepared,
+    *,
+    name: str,
+    arguments: Any,
+    caller: str,
+    session_id: str,
+    request_id: str,
+    status: str,
+) -> Run:
+    _check_arguments(name, prepared.validator, arguments)
+    now = timezone.now()
+    running = status == Run.Status.RUNNING
+    return Run.objects.create(
+        workflow_id=prepared.workflow_id,
+        version_id=prepared.version_id,
+        workflow_name=name,
+        status=status,
+        arguments=mask_secrets(arguments),
+        caller=caller[:200],
+        session_id=session_id[:200],
+        request_id=request_id[:200],
+        started_at=now if running else None,
+        heartbeat_at=now if running else None,
+        worker=liveness.process_label() if running else "",
+    )
+
+
 def workflow_call(
     *,
     name: str,
     arguments: Any,
     caller: str = "",
     session_id: str = "",
+    request_id: str = "",
     version: tuple[int, str] | None = None,
     progress: Progress | None = None,
     cancel: CancelToken | None = None,
 ) -> RunOutcome:
-    """Run a workflow by tool name and record the run.
+    """Run a workflow by tool name in this process and record the run.
 
     `version` is the (id, digest) of the version to run, as `tools/list` showed it (a
     version already run in this process then needs no query); else the current one.
+    `request_id` is the JSON-RPC id (as JSON) of the call, for `notifications/cancelled`.
     Raises `WorkflowCallError` when nothing could run; every run that starts returns an
     outcome, failed ones included.
     """
-    prepared = _prepared.get(version) if version is not None else None
-    if prepared is None:
-        prepared = _prepare(_find_version(name, version[0] if version else None))
-    _check_arguments(name, prepared.validator, arguments)
-    run = Run.objects.create(
-        workflow_id=prepared.workflow_id,
-        version_id=prepared.version_id,
-        workflow_name=name,
+    prepared = _resolve(name, version)
+    run = _create(
+        prepared,
+        name=name,
+        arguments=arguments,
+        caller=caller,
+        session_id=session_id,
+        request_id=request_id,
         status=Run.Status.RUNNING,
-        arguments=mask_secrets(arguments),
-        caller=caller[:200],
-        session_id=session_id[:200],
-        started_at=timezone.now(),
     )
+    return _execute(run, prepared, arguments, progress, cancel)
+
+
+def run_create(
+    *,
+    name: str,
+    arguments: Any,
+    caller: str = "",
+    session_id: str = "",
+    request_id: str = "",
+    version: tuple[int, str] | None = None,
+) -> Run:
+    """Check a call as `workflow_call` does and record its run as queued, for a worker to
+    execute with `run_execute`. Raises `WorkflowCallError` when the call cannot run."""
+    return _create(
+        _resolve(name, version),
+        name=name,
+        arguments=arguments,
+        caller=caller,
+        session_id=session_id,
+        request_id=request_id,
+        status=Run.Status.QUEUED,
+    )
+
+
+def run_execute(*, run_id: int, arguments: Any) -> RunOutcome | None:
+    """Execute a queued run in this process (a worker), as `workflow_call` does.
+
+    The run is claimed with a conditional update, so a task delivered twice, or one for a
+    run cancelled (or reaped) meanwhile, executes nothing: then None.
+    """
+    now = timezone.now()
+    claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
+        status=Run.Status.RUNNING, started_at=now, heartbeat_at=now, worker=liveness.process_label()
+    )
+    if not claimed:
+        logger.info("Run %s is not queued any more (cancelled or taken): skipped", run_id)
+        return None
+    run = Run.objects.select_related("version").get(pk=run_id)
+    return _execute(run, _prepare(run.version), arguments, None, None)
+
+
+def _execute(
+    run: Run,
+    prepared: _Prepared,
+    arguments: Any,
+    progress: Progress | None,
+    cancel: CancelToken | None,
+) -> RunOutcome:
+    """Run the engine on a started run, with its heartbeat, and record how it ended."""
     recorder = HistoryRecorder(run, progress)
     started = time.perf_counter()
-    try:
-        result = execute(
-            prepared.compiled,
-            arguments,
-            call_tool=_downstream(prepared.servers),
-            limits=prepared.limits,
-            observer=recorder,
-            cancel=cancel,
-        )
-    except GraphRunError as exc:
-        return _finish(run, recorder, started, error=exc)
-    except Exception as exc:
-        logger.exception("Run %s of %s failed unexpectedly", run.pk, name)
-        message = f"Internal error ({exc.__class__.__name__}: {exc}); it is logged."
-        return _finish(run, recorder, started, failure=message)
-    except BaseException:
-        _finish(run, recorder, started, failure="The server was interrupted during the run.")
-        raise
+    with liveness.registry.watching(run.pk, cancel) as token:
+        try:
+            result = execute(
+                prepared.compiled,
+                arguments,
+                call_tool=_downstream(prepared.servers),
+                limits=prepared.limits,
+                observer=recorder,
+                cancel=token,
+            )
+        except GraphRunError as exc:
+            return _finish(run, recorder, started, error=exc)
+        except Exception as exc:
+            logger.exception("Run %s of %s failed unexpectedly", run.pk, run.workflow_name)
+            message = f"Internal error ({exc.__class__.__name__}: {exc}); it is logged."
+            return _finish(run, recorder, started, failure=message)
+        except BaseException:
+            _finish(run, recorder, started, failure="The server was interrupted during the run.")
+            raise
     return _finish(run, recorder, started, result=result)
 
 
