@@ -57,6 +57,8 @@ class CallContext:
     # Who called, as recorded in a workflow run's history.
     caller: str = ""
     session_id: str = ""
+    # The request's JSON-RPC id, as JSON ("7", '"a"'): a run started by it can be cancelled.
+    request_id: str = ""
     notifications: list[dict[str, Any]] = field(default_factory=list)
 
     @property

@@ -136,6 +136,8 @@ _TOOL_NAME = re.compile(rb'"name"\s*:\s*"([^"]*)"')
 def _may_run_workflow(body: bytes | None) -> bool:
     """Whether a body may be a `tools/call` of a workflow (which queries and calls out).
     Errs towards yes: a wrong yes costs a thread hop, a wrong no would block the loop."""
+    if body and b"notifications/cancelled" in body:
+        return True  # may cancel a run, which is looked up in the database
     if not body or b"tools/call" not in body:
         return False
     names = _TOOL_NAME.findall(body)

@@ -13,14 +13,19 @@ import json
 from typing import TYPE_CHECKING, Any
 
 import jsonschema
+from django.conf import settings
 from mcp import types
 
-from graphs.runs import WorkflowCallError, workflow_call
+from graphs.control import run_cancel_request, workflow_invoke
+from graphs.models import Run
+from graphs.runs import WorkflowCallError
 from graphs.toolset import WorkflowTool, workflow_tools
 
 if TYPE_CHECKING:
     from mcp_endpoint.dispatch import CallContext
 
+
+RUN_ID_META = "io.switchyard/runId"
 
 # By version: a version's name, description and schemas never change.
 _entries: dict[tuple[int, str], types.Tool] = {}
@@ -55,9 +60,11 @@ def workflow_tool_list() -> list[types.Tool]:
     return [_tool_entry(tool) for tool in workflow_tools().values()]
 
 
-def _error(message: str) -> types.CallToolResult:
+def _error(message: str, run_id: int | None = None) -> types.CallToolResult:
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=f"Error: {message}")], is_error=True
+        content=[types.TextContent(type="text", text=f"Error: {message}")],
+        is_error=True,
+        meta={RUN_ID_META: run_id} if run_id is not None else None,
     )
 
 
@@ -79,21 +86,32 @@ def call_workflow(
         context.progress(done, None, message)
 
     try:
-        outcome = workflow_call(
+        outcome = workflow_invoke(
             name=tool.name,
             arguments=arguments if arguments is not None else {},
             caller=context.caller,
             session_id=context.session_id,
+            request_id=context.request_id,
             version=(tool.version_id, tool.digest),
             progress=progress,
         )
     except WorkflowCallError as exc:
         return _error(str(exc))
+    if outcome.status in Run.ACTIVE:
+        return _error(
+            f"Workflow {tool.name!r} is still {outcome.status} after "
+            f"{settings.GRAPHS_RUN_WAIT_SECONDS:g} s (run {outcome.run_id}); it goes on in the "
+            "background, so do not call it again for the same work. Its outcome will be in "
+            f"the history as run {outcome.run_id}; cancel it with "
+            f"POST /api/v1/runs/{outcome.run_id}/cancel.",
+            run_id=outcome.run_id,
+        )
     if not outcome.succeeded:
         where = f" at node {outcome.error_node_id!r}" if outcome.error_node_id else ""
         return _error(
             f"Workflow {tool.name!r} {outcome.status}{where}: {outcome.error} "
-            f"(run {outcome.run_id})."
+            f"(run {outcome.run_id}).",
+            run_id=outcome.run_id,
         )
     value = outcome.result
     structured = structured_result(value, tool.output_schema)
@@ -115,5 +133,20 @@ def call_workflow(
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)],
         structured_content=structured,
-        meta={"io.switchyard/runId": outcome.run_id},
+        meta={RUN_ID_META: outcome.run_id},
+    )
+
+
+def cancel_notification(params: Any, *, caller: str, session_id: str = "") -> None:
+    """`notifications/cancelled`: stop the workflow run the named request started, if any."""
+    if not isinstance(params, dict) or not isinstance(params.get("requestId"), (str, int)):
+        return  # a malformed notification gets no answer either way
+    reason = "The client cancelled the call"
+    if params.get("reason"):
+        reason += f": {params['reason']}"
+    run_cancel_request(
+        caller=caller,
+        session_id=session_id,
+        request_id=json.dumps(params["requestId"]),
+        reason=reason,
     )
