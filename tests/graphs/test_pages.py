@@ -381,3 +381,17 @@ def test_a_run_with_200_node_executions_costs_three_queries(reviewer, django_ass
 def test_the_workflows_page_costs_three_queries(reviewer, many_runs, django_assert_num_queries):
     with django_assert_num_queries(2 + 3):
         reviewer.get(WORKFLOWS)
+
+
+# ---------------------------------------------------------------------------- admin links
+
+
+def test_the_admin_links_to_the_history_pages(admin_client):
+    run = add_run()
+    assert 'href="/runs/"' in admin_client.get(reverse("admin:index")).content.decode()
+    change = admin_client.get(reverse("admin:graphs_run_change", args=[run.pk]))
+    # The admin's "View on site" goes through its shortcut view to the run's page.
+    assert "viewsitelink" in change.content.decode()
+    assert run.get_absolute_url() == detail_url(run)
+    workflow = Workflow.objects.get(name="classify")
+    assert workflow.get_absolute_url() == f"{WORKFLOWS}#workflow-{workflow.pk}"
