@@ -172,3 +172,73 @@ if MCP_ANONYMOUS_SCOPES and not DEBUG:
         "MCP_ANONYMOUS_SCOPES=%s lets callers without an API key use the endpoint.",
         ",".join(MCP_ANONYMOUS_SCOPES),
     )
+
+# Graph workflows (docs/graphs.md).
+# A node's input, output or a run's result larger than this (JSON bytes) is stored as a marked
+# preview in the history, never silently dropped.
+GRAPHS_MAX_PAYLOAD_BYTES = int(os.environ.get("GRAPHS_MAX_PAYLOAD_BYTES", str(256 * 1024)))
+
+
+def env_seconds(name: str, default: float) -> float:
+    """Read a positive number of seconds from the environment."""
+    raw = os.environ.get(name, str(default))
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a positive number of seconds.")
+    return value
+
+
+# Execution modes (docs/graphs.md, "Execution modes"): `direct` runs a workflow in the web
+# process that received the call; `queued` creates the run as queued and a Celery worker
+# (`celery -A config worker`) executes it while the web side waits up to GRAPHS_RUN_WAIT_SECONDS.
+EXECUTION_MODE = os.environ.get("EXECUTION_MODE", "direct").strip().lower()
+if EXECUTION_MODE not in ("direct", "queued"):
+    raise ImproperlyConfigured(
+        f"EXECUTION_MODE={EXECUTION_MODE!r} is not a mode: use direct (the default) or queued."
+    )
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
+if EXECUTION_MODE == "queued" and not CELERY_BROKER_URL:
+    raise ImproperlyConfigured(
+        "EXECUTION_MODE=queued needs a broker: set CELERY_BROKER_URL, e.g. "
+        "redis://127.0.0.1:6379/1 or amqp://guest:guest@127.0.0.1:5672//."
+    )
+# The exit value travels back to the waiting web process through the result backend (the
+# history keeps only a masked, size-capped copy): the Redis broker itself, else RabbitMQ's
+# reply queues.
+CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or (
+    CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else "rpc://"
+)
+CELERY_RESULT_EXPIRES = 3600
+CELERY_TASK_SERIALIZER = "json"
+# A task is acknowledged when it ends, so a worker lost mid-run leaves its message to the
+# broker; the run itself is settled by the reaper (a redelivered task finds it not queued).
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_TIMEOUT = 5
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# How long the web side waits for a queued run before answering that it is still going.
+GRAPHS_RUN_WAIT_SECONDS = env_seconds("GRAPHS_RUN_WAIT_SECONDS", 120)
+# Every process stamps the runs it executes this often, and reads their cancel requests.
+GRAPHS_HEARTBEAT_SECONDS = env_seconds("GRAPHS_HEARTBEAT_SECONDS", 5)
+# A running run without a heartbeat for this long has lost its process: the reaper fails it.
+GRAPHS_RUN_STALE_SECONDS = env_seconds("GRAPHS_RUN_STALE_SECONDS", 60)
+if GRAPHS_RUN_STALE_SECONDS < 3 * GRAPHS_HEARTBEAT_SECONDS:
+    raise ImproperlyConfigured(
+        f"GRAPHS_RUN_STALE_SECONDS ({GRAPHS_RUN_STALE_SECONDS:g}) must be at least three "
+        f"heartbeats (3 x GRAPHS_HEARTBEAT_SECONDS = {3 * GRAPHS_HEARTBEAT_SECONDS:g}), or live "
+        "runs would be reaped: raise it or lower GRAPHS_HEARTBEAT_SECONDS."
+    )
+# How often `celery -A config beat` has a worker reap stale runs.
+GRAPHS_REAP_INTERVAL_SECONDS = env_seconds("GRAPHS_REAP_INTERVAL_SECONDS", 30)
+CELERY_BEAT_SCHEDULE = {
+    "reap-stale-runs": {
+        "task": "graphs.tasks.runs_reap_task",
+        "schedule": GRAPHS_REAP_INTERVAL_SECONDS,
+        # A reap queued while no worker was up is worthless once the next one is due.
+        "options": {"expires": GRAPHS_REAP_INTERVAL_SECONDS},
+    }
+}

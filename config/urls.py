@@ -1,7 +1,7 @@
 """Top-level URL routes."""
 
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 from django.views.generic import RedirectView
 
 from mcp_endpoint import views as mcp_views
@@ -12,4 +12,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("mcp", mcp_views.mcp, name="mcp"),
     path("api/v1/", api.urls),
+    path("", include("graphs.urls")),
 ]

@@ -1,9 +1,10 @@
 """The REST API of the node knowledge server (seed 001), served with django-ninja.
 
 `/api/v1/mcp/tools`, `/invoke`, `/tools/{name}`, `/health` need an API key with the scope
-each names; `/api/v1/public/health` is open; the `internal` endpoints accept only the
-service token (`MCP_INTERNAL_TOKEN`) or a client in `MCP_INTERNAL_NETWORKS`. OpenAPI docs are
-at `/api/v1/docs`.
+each names, as does `/api/v1/runs/{id}/cancel` (tools:execute, the key's own runs);
+`/api/v1/public/health` is open; the `internal` endpoints accept only the service token
+(`MCP_INTERNAL_TOKEN`) or a client in `MCP_INTERNAL_NETWORKS`. OpenAPI docs are at
+`/api/v1/docs`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ninja import NinjaAPI, Schema
 from ninja.errors import ValidationError as NinjaValidationError
 from pydantic import Field
 
+from graphs.control import RunNotFound, run_cancel
 from mcp_endpoint import dispatch
 from mcp_endpoint.auth import Refusal, admit
 from mcp_endpoint.rpc import LATEST_HANDSHAKE_VERSION, Caller
@@ -175,6 +177,29 @@ def tool_detail(request: HttpRequest, tool_name: str) -> dict[str, Any]:
         "usage_examples": USAGE_EXAMPLES[tool_name],
         "processing_time_ms": round((time.perf_counter() - start) * 1000, 2),
         "request_id": str(uuid.uuid4()),
+    }
+
+
+@api.post(
+    "/runs/{run_id}/cancel",
+    tags=["runs"],
+    summary="Cancel a workflow run started with your key (scope tools:execute)",
+)
+def cancel_run(request: HttpRequest, run_id: int) -> dict[str, Any]:
+    caller = _caller(request, "tools:execute")
+    try:
+        cancellation = run_cancel(
+            run_id=run_id,
+            reason=f"Cancelled through the REST API by {caller.identity}.",
+            caller=caller.identity,
+        )
+    except RunNotFound as exc:
+        message = f"{exc} Runs can be cancelled only by the key that started them."
+        raise ApiRefusal(404, message) from None
+    return {
+        "run_id": cancellation.run_id,
+        "status": cancellation.status,
+        "message": cancellation.message,
     }
 
 

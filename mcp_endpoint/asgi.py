@@ -19,6 +19,7 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections
 
+from graphs.toolset import refresh_workflow_tools
 from mcp_endpoint import protocol, transport
 from nodespecs.registry import refresh_registry
 
@@ -38,10 +39,11 @@ def _work(arguments: dict[str, Any]) -> protocol.Outbound:
     if now - getattr(_local, "recycled_at", 0.0) > _RECYCLE_SECONDS:
         close_old_connections()
         _local.recycled_at = now
-    # Bring the catalog registry up to date while on a thread that may query: a request sent
-    # here because the registry was due for its check then leaves the next second's requests
-    # to the event loop, even when it does not read the registry itself (tools/list).
+    # Bring the catalog and workflow snapshots up to date while on a thread that may query: a
+    # request sent here because one was due for its check then leaves the next second's
+    # requests to the event loop, even when it does not read that snapshot itself.
     refresh_registry()
+    refresh_workflow_tools()
     return transport.handle_request(**arguments)
 
 
@@ -83,7 +85,7 @@ async def mcp_app(scope: Scope, receive: Receive, send: Send) -> None:
         "body": body,
         "client_address": client[0],
     }
-    if transport.answers_without_database(headers):
+    if transport.answers_without_database(headers, body):
         # The common case (a known key, a fresh catalog) is pure computation: a thread hop
         # would cost more than the work.
         outbound = transport.handle_request(**arguments)

@@ -17,7 +17,8 @@ from typing import Any
 from mcp import types
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
-from mcp_endpoint import interaction, prompts, resources
+from graphs.toolset import workflow_tools, workflow_tools_token
+from mcp_endpoint import interaction, prompts, resources, workflows
 from mcp_endpoint.errors import RpcError
 from mcp_endpoint.tools import TOOLS, ToolError
 
@@ -53,6 +54,11 @@ class CallContext:
     client_capabilities: dict[str, Any] = field(default_factory=dict)
     # "http" can hold a 2025 call open for the client's answers; "stdio" cannot.
     transport: str = "http"
+    # Who called, as recorded in a workflow run's history.
+    caller: str = ""
+    session_id: str = ""
+    # The request's JSON-RPC id, as JSON ("7", '"a"'): a run started by it can be cancelled.
+    request_id: str = ""
     notifications: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -70,21 +76,16 @@ class CallContext:
             }
         )
 
-    def progress(self, progress: float, total: float, message: str) -> None:
-        """Queue a `notifications/progress` when the client sent a progress token."""
+    def progress(self, progress: float, total: float | None, message: str) -> None:
+        """Queue a `notifications/progress` when the client sent a progress token (`total`
+        None when the amount of work is unknown, as in a graph that loops)."""
         if self.progress_token is None:
             return
-        self.notifications.append(
-            {
-                "method": "notifications/progress",
-                "params": {
-                    "progressToken": self.progress_token,
-                    "progress": progress,
-                    "total": total,
-                    "message": message,
-                },
-            }
-        )
+        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        params["message"] = message
+        self.notifications.append({"method": "notifications/progress", "params": params})
 
 
 def server_capabilities() -> types.ServerCapabilities:
@@ -138,16 +139,20 @@ def extra_tool_schema(name: Any) -> dict[str, Any] | None:
 
 
 def tool_list() -> list[types.Tool]:
-    """The tools in a fixed order, with schemas and read-only annotations. Whatever changes
-    this list must change `tools_generation()`."""
-    return [*_knowledge_tools(), *(extra.tool for extra in EXTRA_TOOLS.values())]
+    """The tools in a fixed order: the knowledge tools, the enabled workflows by name, then
+    any extra tools. Whatever changes this list must change `tools_generation()`."""
+    return [
+        *_knowledge_tools(),
+        *workflows.workflow_tool_list(),
+        *(extra.tool for extra in EXTRA_TOOLS.values()),
+    ]
 
 
 def tools_generation() -> Hashable:
     """A stamp of the tools `tool_list()` serves: tools/list answers are cached by it (rpc.py).
-    The knowledge tools are fixed; extra tools register at start-up. Tools that change at run
-    time (stored in the database) must bump a generation in the cache and return it here."""
-    return tuple(EXTRA_TOOLS)
+    The knowledge tools are fixed; extra tools register at start-up; the workflows' snapshot
+    names itself (graphs/toolset.py)."""
+    return (tuple(EXTRA_TOOLS), workflow_tools_token())
 
 
 @cache
@@ -184,9 +189,12 @@ def call_tool(params: types.CallToolRequestParams, context: CallContext) -> Any:
         return interaction.run_handler(
             lambda: extra.handler(params.arguments or {}, context), params, context
         )
+    workflow = workflow_tools().get(params.name)
+    if workflow is not None:
+        return workflows.call_workflow(workflow, params.arguments, context)
     tool = TOOLS.get(params.name)
     if tool is None:
-        names = [*TOOLS, *EXTRA_TOOLS]
+        names = [*TOOLS, *workflow_tools(), *EXTRA_TOOLS]
         return _tool_error(
             f"Unknown tool {params.name!r}; available tools: {', '.join(names)}. "
             "Call tools/list for their schemas."

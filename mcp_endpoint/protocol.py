@@ -25,7 +25,7 @@ from mcp import types
 from mcp.shared import inbound as envelope
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-from mcp_endpoint import dispatch, sessions
+from mcp_endpoint import dispatch, sessions, workflows
 from mcp_endpoint.dispatch import CallContext, RpcError
 from mcp_endpoint.interaction import LegacyInteraction
 from mcp_endpoint.rpc import (
@@ -203,7 +203,7 @@ def _handle_modern(inbound: Inbound, message: Any) -> Outbound:
             'Invalid Request: not a JSON-RPC 2.0 message (send "jsonrpc": "2.0").',
         )
     if "id" not in message:
-        return _notification(message)
+        return _notification(message, inbound.caller)
     request_id = message.get("id")
     if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
         return _modern_error(
@@ -241,6 +241,7 @@ def _handle_modern(inbound: Inbound, message: Any) -> Outbound:
             )
         return Outbound(200, listen={"id": request_id, "params": params})
     context = context_for(MODERN_VERSION, params)
+    context.request_id = json.dumps(request_id)
     try:
         result = execute(
             method, params, version=MODERN_VERSION, caller=inbound.caller, context=context
@@ -251,12 +252,13 @@ def _handle_modern(inbound: Inbound, message: Any) -> Outbound:
     return _reply(request_id, result, context, inbound.headers, {})
 
 
-def _notification(message: dict[str, Any]) -> Outbound:
+def _notification(message: dict[str, Any], caller: Caller) -> Outbound:
     if not isinstance(message.get("method"), str):
         return error_reply(
             400, types.INVALID_REQUEST, "Invalid Request: a notification needs a method."
         )
-    # notifications/cancelled needs no action: every request here is answered at once.
+    if message["method"] == "notifications/cancelled":
+        workflows.cancel_notification(message.get("params"), caller=caller.identity)
     return Outbound(202)
 
 
@@ -329,6 +331,10 @@ def _handle_legacy(inbound: Inbound, message: Any) -> Outbound:
         # response is the client's answer to a request we sent on an open call's stream.
         if "id" in message and ("result" in message or "error" in message):
             sessions.reply_store(session.id, message)
+        if message.get("method") == "notifications/cancelled":
+            workflows.cancel_notification(
+                message.get("params"), caller=inbound.caller.identity, session_id=session.id
+            )
         if message.get("method") == "notifications/initialized" and not session.initialized:
             session.initialized = True
             sessions.session_save(session)
@@ -362,6 +368,8 @@ def _legacy_request(
         session_log_level=session.log_level,
         session_capabilities=session.client_capabilities,
     )
+    context.session_id = session.id
+    context.request_id = json.dumps(request_id)
     try:
         result = execute(
             method,

@@ -27,7 +27,8 @@ LATEST_HANDSHAKE_VERSION = HANDSHAKE_PROTOCOL_VERSIONS[-1]
 # are the same for every caller, so `cacheScope` is public.
 CACHE_HINTS: dict[str, int] = {
     "server/discover": 300_000,
-    "tools/list": 300_000,
+    # Workflows come and go with the admin: clients should not hold the list long.
+    "tools/list": 30_000,
     "prompts/list": 300_000,
     "resources/templates/list": 300_000,
     "resources/list": 60_000,
@@ -141,6 +142,7 @@ def execute(
         on_set_level(request.params.level)
         result = types.EmptyResult()
     else:
+        context.caller = caller.identity
         result = dispatch.call_method(request, context)
 
     def serialize(final: types.Result) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -23,6 +24,7 @@ from django.core.cache import cache
 from django.http.request import split_domain_port, validate_host
 from mcp import types
 
+from graphs import toolset
 from mcp_endpoint import protocol, sessions
 from mcp_endpoint.auth import Refusal, admit, presented_key
 from mcp_endpoint.keys import is_remembered
@@ -122,11 +124,33 @@ def handle_request(
     return protocol.handle(inbound)
 
 
-def answers_without_database(headers: dict[str, str]) -> bool:
+def answers_without_database(headers: dict[str, str], body: bytes | None) -> bool:
     """Whether `handle_request` can run in the event loop: the caller's key is remembered
-    (or no key is sent) and the catalog registry is fresh, so no query will be made."""
+    (or no key is sent), the catalog and workflow snapshots are fresh, and the request does
+    not run a workflow, so no query will be made."""
     raw = presented_key(headers)
-    return (raw is None or is_remembered(raw)) and not needs_database()
+    return (
+        (raw is None or is_remembered(raw))
+        and not needs_database()
+        and not toolset.needs_database()
+        and not _may_run_workflow(body)
+    )
+
+
+_TOOL_NAME = re.compile(rb'"name"\s*:\s*"([^"]*)"')
+
+
+def _may_run_workflow(body: bytes | None) -> bool:
+    """Whether a body may be a `tools/call` of a workflow (which queries and calls out).
+    Errs towards yes: a wrong yes costs a thread hop, a wrong no would block the loop."""
+    if body and b"notifications/cancelled" in body:
+        return True  # may cancel a run, which is looked up in the database
+    if not body or b"tools/call" not in body:
+        return False
+    names = _TOOL_NAME.findall(body)
+    if len(names) != 1 or b"\\" in names[0]:
+        return True
+    return names[0].decode("utf-8", "replace") in toolset.workflow_tools()
 
 
 def body_too_large(declared_length: str | None) -> bool:

@@ -17,6 +17,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from nodespecs import admin_providers  # noqa: F401  (registers the Provider admin)
 from nodespecs.models import DOCUMENT_FIELDS, NodeSpec, NodeSpecRevision
 from nodespecs.serialization import serialize_spec
 from nodespecs.services import (
@@ -108,11 +109,19 @@ class ImportForm(forms.Form):
 class NodeSpecAdmin(admin.ModelAdmin):
     form = NodeSpecForm
     list_display = ("name", "display_name", "node_type", "source", "version", "updated_at")
-    list_filter = ("node_type", "source", TagFilter)
+    list_filter = ("node_type", "source", "available", TagFilter)
     search_fields = ("subtype", "display_name", "description", "tags")
     ordering = ("node_type", "subtype")
     actions = ["export_yaml"]
-    readonly_fields = ("source", "created_at", "updated_at", "revision_history", "agent_preview")
+    readonly_fields = (
+        "source",
+        "provider",
+        "available",
+        "created_at",
+        "updated_at",
+        "revision_history",
+        "agent_preview",
+    )
     fieldsets = (
         (None, {"fields": ("node_type", "subtype", "version", "display_name", "description")}),
         ("Parameters", {"fields": ("configurations", "input_params", "output_params")}),
@@ -121,7 +130,19 @@ class NodeSpecAdmin(admin.ModelAdmin):
             {"fields": ("tags", "aliases", "attached_nodes", "examples")},
         ),
         ("Legacy ports", {"fields": ("input_ports", "output_ports"), "classes": ("collapse",)}),
-        ("Record", {"fields": ("source", "created_at", "updated_at", "revision_history")}),
+        (
+            "Record",
+            {
+                "fields": (
+                    "source",
+                    "provider",
+                    "available",
+                    "created_at",
+                    "updated_at",
+                    "revision_history",
+                )
+            },
+        ),
         ("What an agent receives from get_node_details", {"fields": ("agent_preview",)}),
     )
 

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from nodespecs.models import NodeSpec
+from nodespecs.reports import ChangeReport
 from nodespecs.services import spec_save
 from nodespecs.specformat import (
     SafeLoader,
@@ -56,10 +57,7 @@ def read_builtin_catalog(directory: Path = CATALOG_DIR) -> list[SpecDocument]:
 
 
 @dataclass
-class LoadReport:
-    created: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
+class LoadReport(ChangeReport):
     skipped: dict[str, str] = field(default_factory=dict)
 
 

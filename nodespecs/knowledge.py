@@ -16,6 +16,10 @@ from nodespecs.registry import Registry, current_registry
 from nodespecs.specformat import NODE_TYPES
 
 MAX_SEARCH_RESULTS = 100
+UNAVAILABLE_WARNING = (
+    "Unavailable: the MCP server of this provider node no longer offers its tool, so a "
+    "workflow cannot run it. Choose another node, or refresh the provider if the tool is back."
+)
 MAX_NODES_PER_CALL = 50
 
 
@@ -88,7 +92,8 @@ def get_node_details(
     """Full specs for each requested `{node_type, subtype}`, in request order.
 
     Names are corrected where the intent is clear (`ACTION_NODE`, case, older aliases,
-    near-miss subtypes) and the entry then carries a `warning`. A node that cannot be found
+    near-miss subtypes) and the entry then carries a `warning`; so does a provider's tool
+    that its server no longer offers (with `available: false`). A node that cannot be found
     gets an entry with an `error` and `suggestions`; the other entries are unaffected.
     The returned dicts share nested data with the registry: treat them as read-only.
     """
@@ -141,8 +146,11 @@ def get_node_details(
             include_examples=include_examples,
             include_schemas=include_schemas,
         )
-        if resolution.warning:
-            view["warning"] = resolution.warning
+        warnings = [resolution.warning] if resolution.warning else []
+        if view.get("available") is False:
+            warnings.append(UNAVAILABLE_WARNING)
+        if warnings:
+            view["warning"] = " ".join(warnings)
         results.append(view)
     return results
 

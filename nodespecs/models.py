@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
+from nodespecs import mcp_client
 from nodespecs.specformat import (
     NODE_TYPES,
     SpecFormatError,
@@ -48,6 +53,119 @@ class NodeType(models.TextChoices):
 assert tuple(NodeType.values) == NODE_TYPES
 
 
+# Provider names become part of node names (mcp-{provider}-{tool}) that agents type.
+PROVIDER_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
+def _check_string_map(value: Any, field: str, pattern: re.Pattern[str], kind: str) -> list[str]:
+    if not isinstance(value, dict):
+        return [f"{field} must be a mapping of names to values, like {{}} for none."]
+    problems = [
+        f"{name!r} is not a valid {kind} name." for name in value if not pattern.match(name)
+    ]
+    problems += [
+        f"The value of {name!r} must be text, not {type(item).__name__}."
+        for name, item in value.items()
+        if not isinstance(item, str)
+    ]
+    return problems
+
+
+class Provider(models.Model):
+    """An external MCP server whose tools become TOOL node specs (see `nodespecs.providers`).
+
+    `env` and `headers` may hold secrets (API tokens): the admin never shows their values.
+    """
+
+    class Transport(models.TextChoices):
+        STDIO = "stdio", "stdio (a command Switchyard starts)"
+        STREAMABLE_HTTP = "streamable_http", "Streamable HTTP (a URL)"
+        SSE = "sse", "SSE (a URL; the older HTTP transport)"
+
+    name = models.CharField(
+        max_length=40,
+        unique=True,
+        validators=[
+            RegexValidator(
+                PROVIDER_NAME_PATTERN,
+                "Use lower-case letters, digits, - and _, starting with a letter or digit.",
+            )
+        ],
+        help_text="Part of its tools' node names: mcp-NAME-tool. Lower-case, digits, - and _.",
+    )
+    title = models.CharField(max_length=200, blank=True)
+    transport = models.CharField(max_length=16, choices=Transport.choices, default=Transport.STDIO)
+    command = models.CharField(max_length=500, blank=True, help_text="stdio: the program.")
+    args = models.JSONField(default=list, blank=True, help_text="stdio: its arguments.")
+    env = models.JSONField(
+        default=dict, blank=True, help_text="stdio: environment variables (secret)."
+    )
+    cwd = models.CharField(
+        max_length=500, blank=True, help_text="stdio: working directory (default: Switchyard's)."
+    )
+    url = models.CharField(max_length=2000, blank=True, help_text="HTTP: the MCP endpoint URL.")
+    headers = models.JSONField(
+        default=dict, blank=True, help_text="HTTP: request headers (secret), e.g. Authorization."
+    )
+    timeout_seconds = models.FloatField(
+        default=30.0,
+        validators=[MinValueValidator(0.1), MaxValueValidator(3600)],
+        help_text="How long a call (and starting the server) may take.",
+    )
+    enabled = models.BooleanField(default=True)
+    last_refreshed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_error = models.TextField(blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        """Check that the settings can reach a server; errors are keyed by field."""
+        errors: dict[str, list[str]] = {}
+        if self.transport == self.Transport.STDIO:
+            if not self.command.strip():
+                errors["command"] = ["A stdio provider needs the command that starts it."]
+        else:
+            parts = urlsplit(self.url)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                errors["url"] = [
+                    "An HTTP provider needs an http:// or https:// URL, such as "
+                    "https://example.com/mcp."
+                ]
+        if not isinstance(self.args, list) or not all(isinstance(a, str) for a in self.args):
+            errors["args"] = ['args must be a list of strings, like ["--port", "8080"].']
+        for field, pattern, kind in (
+            ("env", _ENV_NAME, "environment variable"),
+            ("headers", _HEADER_NAME, "header"),
+        ):
+            problems = _check_string_map(getattr(self, field), field, pattern, kind)
+            if problems:
+                errors[field] = problems
+        if errors:
+            raise ValidationError(errors)
+
+    def connection(self) -> mcp_client.Connection:
+        """The pooled-connection settings of this provider."""
+        return mcp_client.Connection(
+            name=self.name,
+            transport=self.transport,
+            command=self.command,
+            args=tuple(self.args),
+            env=tuple(sorted(self.env.items())),
+            cwd=self.cwd,
+            url=self.url,
+            headers=tuple(sorted(self.headers.items())),
+            timeout_seconds=self.timeout_seconds,
+        )
+
+
 class NodeSpec(models.Model):
     """One node spec in the unified format, unique per (node_type, subtype)."""
 
@@ -57,7 +175,8 @@ class NodeSpec(models.Model):
         PROVIDER = "provider", "Provider"
 
     node_type = models.CharField(max_length=32, choices=NodeType.choices)
-    subtype = models.CharField(max_length=128, help_text="UPPER_SNAKE_CASE, e.g. HTTP_REQUEST.")
+    # Long enough for a provider tool's subtype: MCP_ + provider (40) + _ + tool (128).
+    subtype = models.CharField(max_length=200, help_text="UPPER_SNAKE_CASE, e.g. HTTP_REQUEST.")
     version = models.CharField(max_length=32, default="1.0.0")
     display_name = models.CharField(max_length=200, blank=True)
     description = models.TextField(help_text="What the node does and when an agent should use it.")
@@ -76,13 +195,29 @@ class NodeSpec(models.Model):
     # Digest of the built-in catalog entry this spec was last loaded from; a spec whose
     # content no longer matches it was edited locally and the loader leaves it alone.
     builtin_digest = models.CharField(max_length=64, blank=True, editable=False)
+    # A provider's tool: deleting the provider deletes its specs, since nothing could call
+    # them any more and agents should not be offered nodes that can never run.
+    provider = models.ForeignKey(
+        Provider, null=True, blank=True, on_delete=models.CASCADE, related_name="specs"
+    )
+    provider_tool = models.CharField(
+        max_length=200, blank=True, help_text="The tool's name on its provider's server."
+    )
+    available = models.BooleanField(
+        default=True, help_text="False when the provider no longer offers this tool."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["node_type", "subtype"]
         constraints = [
-            models.UniqueConstraint(fields=["node_type", "subtype"], name="unique_node_spec")
+            models.UniqueConstraint(fields=["node_type", "subtype"], name="unique_node_spec"),
+            models.UniqueConstraint(
+                fields=["provider", "provider_tool"],
+                condition=models.Q(provider__isnull=False),
+                name="unique_provider_tool",
+            ),
         ]
         verbose_name = "node spec"
 
@@ -114,12 +249,11 @@ class NodeSpec(models.Model):
         self.set_document(dump_spec_document(parsed))
 
 
-class NodeSpecRevision(models.Model):
-    """An immutable snapshot of a spec taken at each save: who, when, and the content."""
+class Revision(models.Model):
+    """An immutable, numbered snapshot of something authors edit: who saved it, when, why.
+    Subclasses add what is kept and whose revision it is."""
 
-    spec = models.ForeignKey(NodeSpec, on_delete=models.CASCADE, related_name="revisions")
     number = models.PositiveIntegerField()
-    document = models.JSONField()
     author = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
@@ -127,6 +261,31 @@ class NodeSpecRevision(models.Model):
     author_name = models.CharField(max_length=150, blank=True)
     comment = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        abstract = True
+
+    @staticmethod
+    def authored(author: AbstractBaseUser | None, comment: str) -> dict[str, Any]:
+        """The fields that say who saved a revision and why, for `create()`."""
+        return {
+            "author": author if author is not None and author.pk else None,
+            "author_name": author.get_username() if author is not None else "",
+            "comment": comment[:300],
+        }
+
+    @staticmethod
+    def next_number(revisions: models.QuerySet) -> int:
+        """The number the next of these revisions takes."""
+        last = revisions.order_by("-number").values_list("number", flat=True).first()
+        return (last or 0) + 1
+
+
+class NodeSpecRevision(Revision):
+    """An immutable snapshot of a spec taken at each save: who, when, and the content."""
+
+    spec = models.ForeignKey(NodeSpec, on_delete=models.CASCADE, related_name="revisions")
+    document = models.JSONField()
 
     class Meta:
         ordering = ["spec", "-number"]

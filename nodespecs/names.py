@@ -8,6 +8,7 @@ name; a name that cannot be resolved gets the closest valid names. Plain Python.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -32,6 +33,24 @@ def _one_edit_apart(a: str, b: str) -> bool:
     return a[i + 1 :] == b[i + 1 :] or (
         a[i + 2 :] == b[i + 2 :] and a[i : i + 2] == b[i : i + 2][::-1]
     )
+
+
+def provider_node_name(provider: str, tool: str) -> str:
+    """The node name of a provider's MCP tool, as seed 004 writes it: `mcp-{provider}-{tool}`,
+    the tool's name with each character outside [A-Za-z0-9_] replaced by `_`."""
+    return f"mcp-{provider}-{re.sub(r'[^A-Za-z0-9_]', '_', tool)}"
+
+
+def provider_subtype(node_name: str) -> str:
+    """The spec subtype of a provider node name: `mcp-files-read_file` → MCP_FILES_READ_FILE.
+
+    The resolver reads a subtype the same way (upper case, `-` → `_`), so agents can ask for
+    a provider's tool by either spelling."""
+    return node_name.upper().replace("-", "_")
+
+
+def _is_provider_node_name(raw: str, subtype: str) -> bool:
+    return raw.startswith("mcp-") and provider_subtype(raw) == subtype
 
 
 class UnknownNodeType(ValueError):
@@ -93,7 +112,8 @@ class NameResolver:
         if found is None:
             return Resolution(None, corrections, self._closest(f"{node_type}/{subtype}", node_type))
         key, how = found
-        if key[1] != raw_subtype or how:
+        # A provider tool's `mcp-…` node name is one of its two spellings, not a mistake.
+        if how or (key[1] != raw_subtype and not _is_provider_node_name(raw_subtype, key[1])):
             note = f"'{raw_subtype}' → '{key[1]}'"
             corrections.append(f"{note} ({how})" if how else note)
         if key[0] != node_type:

@@ -123,4 +123,6 @@ def serialize_spec(
         result["aliases"] = list(document["aliases"])
     if include_examples:
         result["examples"] = list(document.get("examples") or [])
+    if document.get("available") is False:
+        result["available"] = False
     return result

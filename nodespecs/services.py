@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from nodespecs.models import NodeSpec, NodeSpecRevision
+from nodespecs.reports import ChangeReport
 from nodespecs.specformat import (
     SafeDumper,
     SafeLoader,
@@ -31,14 +32,11 @@ def spec_save(
     """
     spec.full_clean()
     spec.save()
-    last = spec.revisions.order_by("-number").values_list("number", flat=True).first() or 0
     return NodeSpecRevision.objects.create(
         spec=spec,
-        number=last + 1,
+        number=NodeSpecRevision.next_number(spec.revisions),
         document=spec.document(),
-        author=author if author is not None and author.pk else None,
-        author_name=author.get_username() if author is not None else "",
-        comment=comment[:300],
+        **NodeSpecRevision.authored(author, comment),
     )
 
 
@@ -56,21 +54,8 @@ class SpecImportError(ValueError):
 
 
 @dataclass
-class ImportReport:
-    created: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
+class ImportReport(ChangeReport):
     failed: dict[str, str] = field(default_factory=dict)
-
-    def summary(self) -> str:
-        parts = [
-            f"{len(self.created)} created",
-            f"{len(self.updated)} updated",
-            f"{len(self.unchanged)} unchanged",
-        ]
-        if self.failed:
-            parts.append(f"{len(self.failed)} failed")
-        return ", ".join(parts)
 
 
 def specs_from_yaml(text: str) -> list[dict[str, Any]]:

@@ -32,7 +32,7 @@ def builtin_documents() -> list[dict]:
 @pytest.fixture(scope="session")
 def registry(builtin_documents) -> Registry:
     """The built-in catalog as an in-memory registry (no database needed)."""
-    return Registry(builtin_documents, generation="test")
+    return Registry(builtin_documents)
 
 
 @pytest.fixture

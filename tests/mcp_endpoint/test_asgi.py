@@ -6,7 +6,7 @@ import json
 import time
 
 from mcp_endpoint import asgi
-from nodespecs import registry
+from nodespecs import registry, snapshots
 from tests.mcp_endpoint.helpers import CAPABILITIES_KEY, MODERN, VERSION_KEY
 
 
@@ -41,8 +41,8 @@ def test_a_request_on_a_worker_thread_brings_the_registry_up_to_date(key, monkey
     the registry's check was due, the next ones may run in the event loop again."""
     registry.current_registry()
     # Due for needs_database(), not yet for current_registry(): the thread must check anyway.
-    due = registry.TABLE_CHECK_SECONDS - registry.CHECK_MARGIN_SECONDS / 2
-    monkeypatch.setattr(registry, "_checked_at", time.monotonic() - due)
+    due = snapshots.TABLE_CHECK_SECONDS - snapshots.CHECK_MARGIN_SECONDS / 2
+    monkeypatch.setattr(registry._snapshot, "_checked_at", time.monotonic() - due)
     assert registry.needs_database()
     assert asgi._work(tools_list_arguments(key)).status == 200
     assert not registry.needs_database()

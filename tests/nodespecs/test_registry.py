@@ -2,7 +2,7 @@
 
 import time
 
-from nodespecs import registry
+from nodespecs import registry, snapshots
 from nodespecs.knowledge import get_node_details, get_node_types, search_nodes
 from nodespecs.models import NodeSpec
 from nodespecs.services import spec_save
@@ -56,7 +56,7 @@ def test_queries_reuse_the_registry_without_touching_the_database(
 
 def test_a_change_made_without_notice_is_seen_from_the_table(db, monkeypatch):
     """Another process (or a bulk load) changed the table and this cache heard nothing."""
-    monkeypatch.setattr("nodespecs.registry.TABLE_CHECK_SECONDS", 0.0)
+    monkeypatch.setattr("nodespecs.snapshots.TABLE_CHECK_SECONDS", 0.0)
     assert get_node_types("ACTION").node_types == {"ACTION": []}
     NodeSpec.objects.bulk_create([new_spec()])
     assert get_node_types("ACTION").node_types == {"ACTION": ["PING"]}
@@ -65,9 +65,10 @@ def test_a_change_made_without_notice_is_seen_from_the_table(db, monkeypatch):
 def test_the_registry_is_due_a_margin_before_it_would_query(db, monkeypatch):
     """A request let into the event loop must not reach the table check while it runs."""
     registry.current_registry()
+    snapshot = registry._snapshot
     now = time.monotonic()
-    almost_due = registry.TABLE_CHECK_SECONDS - registry.CHECK_MARGIN_SECONDS / 2
-    monkeypatch.setattr(registry, "_checked_at", now - almost_due)
+    almost_due = snapshots.TABLE_CHECK_SECONDS - snapshots.CHECK_MARGIN_SECONDS / 2
+    monkeypatch.setattr(snapshot, "_checked_at", now - almost_due)
     assert registry.needs_database()
-    monkeypatch.setattr(registry, "_checked_at", now - almost_due + registry.CHECK_MARGIN_SECONDS)
+    monkeypatch.setattr(snapshot, "_checked_at", now - almost_due + snapshots.CHECK_MARGIN_SECONDS)
     assert not registry.needs_database()

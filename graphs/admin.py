@@ -1,0 +1,351 @@
+"""Admin for workflow authors: edit a workflow's graph as YAML, see it drawn, test-run it,
+browse its versions; runs and their node executions, read-only."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse, reverse_lazy
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
+
+from graphs.drawing import draw_graph, run_path
+from graphs.engine import DefinitionError, load_yaml
+from graphs.models import NodeExecution, Run, Workflow, WorkflowGroup, WorkflowVersion
+from graphs.runs import WorkflowCallError, workflow_call
+from graphs.services import workflow_save, workflow_validate
+from nodespecs.models import Provider
+
+
+def drawing_html(svg: str) -> str:
+    """A drawing from `draw_graph` (which escapes every label), scrolling when it is wide."""
+    return format_html('<div style="overflow-x: auto; max-width: 100%">{}</div>', mark_safe(svg))
+
+
+# The admin's "View site" link leads reviewers to the history pages, which link back here.
+admin.site.site_url = reverse_lazy("graphs:run_list")
+
+# The keys of the YAML editor, each mapped to the model field it edits.
+EDITOR_FIELDS = {
+    "description": "description",
+    "inputSchema": "input_schema",
+    "outputSchema": "output_schema",
+    "executionLimits": "limits",
+    "servers": "servers",
+    "nodes": "nodes",
+}
+FIELD_KEYS = {field: key for key, field in EDITOR_FIELDS.items()}
+
+
+def editor_text(workflow: Workflow) -> str:
+    """The workflow as the editor shows it; servers by provider name, not id."""
+    names = dict(
+        Provider.objects.filter(pk__in=workflow.servers.values()).values_list("pk", "name")
+    )
+    document = {
+        "description": workflow.description,
+        "inputSchema": workflow.input_schema,
+        "outputSchema": workflow.output_schema,
+        "executionLimits": workflow.limits,
+        "servers": {
+            server: names.get(pk, f"<missing provider {pk}>")
+            for server, pk in workflow.servers.items()
+        },
+        "nodes": workflow.nodes,
+    }
+    return yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
+
+
+class WorkflowForm(forms.ModelForm):
+    graph = forms.CharField(
+        label="Graph (YAML)",
+        widget=forms.Textarea(
+            attrs={"rows": 30, "cols": 110, "class": "vLargeTextField", "spellcheck": "false"}
+        ),
+        help_text=(
+            "description, inputSchema, outputSchema, executionLimits, servers (server name → "
+            "provider name) and nodes, in the graph file format (docs/graphs.md)."
+        ),
+    )
+
+    class Meta:
+        model = Workflow
+        fields = ["name", "group", "enabled"]
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk and not self.is_bound:
+            self.initial["graph"] = editor_text(self.instance)
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        try:
+            document = load_yaml(cleaned.get("graph", ""))
+        except DefinitionError as exc:
+            raise ValidationError({"graph": exc.problems}) from None
+        if not isinstance(document, dict):
+            raise ValidationError({"graph": "The graph must be a YAML mapping with nodes."})
+        unknown = sorted(set(document) - set(EDITOR_FIELDS))
+        if unknown:
+            raise ValidationError(
+                {"graph": f"Unknown key {', '.join(unknown)}; use {', '.join(EDITOR_FIELDS)}."}
+            )
+        workflow = self.instance
+        for key, field in EDITOR_FIELDS.items():
+            setattr(
+                workflow, field, document.get(key, Workflow._meta.get_field(field).get_default())
+            )
+        workflow.description = workflow.description or ""
+        workflow.servers = self._servers(document.get("servers") or {})
+        workflow.name = cleaned.get("name", workflow.name)
+        try:
+            workflow_validate(workflow)
+        except ValidationError as exc:
+            raise ValidationError(
+                {
+                    "graph" if key in FIELD_KEYS else key: [
+                        f"{FIELD_KEYS.get(key, key)}: {m}" for m in messages_
+                    ]
+                    for key, messages_ in exc.message_dict.items()
+                }
+            ) from None
+        return cleaned
+
+    def _servers(self, raw: Any) -> dict[str, int]:
+        if not isinstance(raw, dict):
+            raise ValidationError({"graph": "servers must map server names to provider names."})
+        providers = dict(
+            Provider.objects.filter(name__in=[str(v) for v in raw.values()]).values_list(
+                "name", "pk"
+            )
+        )
+        missing = sorted(
+            f"{server} → {name}" for server, name in raw.items() if str(name) not in providers
+        )
+        if missing:
+            raise ValidationError(
+                {
+                    "graph": f"servers: no provider named {', '.join(missing)}; register it "
+                    "under Providers first."
+                }
+            )
+        return {str(server): providers[str(name)] for server, name in raw.items()}
+
+
+class VersionInline(admin.TabularInline):
+    model = WorkflowVersion
+    fields = ("number", "created_at", "author_name", "comment", "digest")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class TestRunForm(forms.Form):
+    arguments = forms.JSONField(
+        initial=dict,
+        widget=forms.Textarea(attrs={"rows": 8, "cols": 80}),
+        help_text="Sample arguments as a JSON object, checked against the input schema.",
+    )
+
+
+@admin.register(Workflow)
+class WorkflowAdmin(admin.ModelAdmin):
+    form = WorkflowForm
+    list_display = ("name", "group", "enabled", "current_version", "updated_at")
+    list_filter = ("enabled", "group")
+    search_fields = ("name", "description")
+    readonly_fields = ("drawing", "current_version")
+    fields = ("name", "group", "enabled", "graph", "drawing", "current_version")
+    inlines = [VersionInline]
+    change_form_template = "admin/graphs/workflow/change_form.html"
+
+    @admin.display(description="Graph")
+    def drawing(self, workflow: Workflow) -> str:
+        return drawing_html(draw_graph(workflow.nodes))
+
+    def save_model(self, request: HttpRequest, obj: Workflow, form: Any, change: bool) -> None:
+        workflow_save(workflow=obj, author=request.user, comment="Edited in the admin")
+
+    def get_urls(self) -> list[Any]:
+        return [
+            path(
+                "<int:workflow_id>/test-run/",
+                self.admin_site.admin_view(self.test_run_view),
+                name="graphs_workflow_test_run",
+            ),
+            *super().get_urls(),
+        ]
+
+    def test_run_view(self, request: HttpRequest, workflow_id: int) -> HttpResponse:
+        """Run the workflow with sample arguments; the run's history page shows what it did."""
+        workflow = get_object_or_404(Workflow, pk=workflow_id)
+        if not self.has_change_permission(request, workflow):
+            return HttpResponseRedirect(reverse("admin:index"))
+        form = TestRunForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                outcome = workflow_call(
+                    name=workflow.name,
+                    arguments=form.cleaned_data["arguments"],
+                    caller=f"admin test run by {request.user.get_username()}",
+                )
+            except WorkflowCallError as exc:
+                form.add_error("arguments", str(exc))
+            else:
+                level = messages.SUCCESS if outcome.succeeded else messages.ERROR
+                self.message_user(request, f"Run {outcome.run_id} {outcome.status}.", level)
+                return HttpResponseRedirect(
+                    reverse("admin:graphs_run_change", args=[outcome.run_id])
+                )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Test run of {workflow.name}",
+            "workflow": workflow,
+            "form": form,
+            "opts": self.model._meta,
+            "input_schema": json.dumps(workflow.input_schema, indent=2),
+        }
+        return TemplateResponse(request, "admin/graphs/workflow/test_run.html", context)
+
+
+@admin.register(WorkflowGroup)
+class WorkflowGroupAdmin(admin.ModelAdmin):
+    list_display = ("name", "title", "version")
+    search_fields = ("name", "title")
+
+
+@admin.register(WorkflowVersion)
+class WorkflowVersionAdmin(admin.ModelAdmin):
+    list_display = ("workflow", "number", "created_at", "author_name", "comment")
+    list_select_related = ("workflow",)
+    readonly_fields = (
+        "workflow",
+        "number",
+        "drawing",
+        "definition_yaml",
+        "limits",
+        "servers",
+        "digest",
+        "author_name",
+        "comment",
+        "created_at",
+    )
+    fields = readonly_fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="Graph")
+    def drawing(self, version: WorkflowVersion) -> str:
+        return drawing_html(draw_graph(version.definition.get("nodes", [])))
+
+    @admin.display(description="Definition")
+    def definition_yaml(self, version: WorkflowVersion) -> str:
+        text = yaml.safe_dump(version.definition, sort_keys=False, allow_unicode=True)
+        return format_html("<pre>{}</pre>", text)
+
+
+class NodeExecutionInline(admin.TabularInline):
+    model = NodeExecution
+    fields = (
+        "index",
+        "node_id",
+        "node_type",
+        "iteration",
+        "status",
+        "duration_ms",
+        "attempts",
+        "error",
+        "detail_json",
+        "output_json",
+    )
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @staticmethod
+    def _json(value: Any) -> str:
+        return format_html("<pre>{}</pre>", json.dumps(value, indent=2, ensure_ascii=False))
+
+    @admin.display(description="detail")
+    def detail_json(self, row: NodeExecution) -> str:
+        return self._json(row.detail)
+
+    @admin.display(description="output")
+    def output_json(self, row: NodeExecution) -> str:
+        return self._json(row.output)
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "workflow_name",
+        "status",
+        "created_at",
+        "duration_ms",
+        "node_count",
+        "caller",
+    )
+    list_filter = ("status",)
+    search_fields = ("=id", "workflow_name")
+    show_full_result_count = False
+    readonly_fields = (
+        "workflow_name",
+        "version",
+        "status",
+        "drawing",
+        "arguments_json",
+        "result_json",
+        "error",
+        "error_node_id",
+        "caller",
+        "session_id",
+        "node_count",
+        "truncated",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "duration_ms",
+    )
+    fields = readonly_fields
+    inlines = [NodeExecutionInline]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="Path taken")
+    def drawing(self, run: Run) -> str:
+        steps = run.node_executions.order_by("index").values_list("node_id", "status")
+        visited, taken, failed = run_path(steps)
+        nodes = run.version.definition.get("nodes", [])
+        return drawing_html(draw_graph(nodes, visited=visited, taken=taken, failed=failed))
+
+    @admin.display(description="arguments")
+    def arguments_json(self, run: Run) -> str:
+        return NodeExecutionInline._json(run.arguments)
+
+    @admin.display(description="result")
+    def result_json(self, run: Run) -> str:
+        return NodeExecutionInline._json(run.result)

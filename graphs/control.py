@@ -1,0 +1,213 @@
+"""Execution modes and cancellation: how a call becomes a run, and how a run is stopped.
+
+`EXECUTION_MODE=direct` (the default) runs a call in the calling process (`workflow_call`).
+`EXECUTION_MODE=queued` records the run as queued (`run_create`), sends it to a Celery worker
+(`run_enqueue`), and waits for it up to `GRAPHS_RUN_WAIT_SECONDS` (`run_wait`), after which
+the caller is told that the run goes on, with its id. Both modes run the same `_execute` of
+graphs/runs.py.
+
+`run_cancel` stops a queued or running run from any process, in either mode: a queued run is
+cancelled at once (its task then executes nothing); a running one gets `cancel_reason` set,
+which its process reads with its next heartbeat (at once when it runs here), and the engine
+stops before its next node, so the run ends `cancelled` with its history up to there.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from graphs import liveness
+from graphs.history import Progress
+from graphs.models import NodeExecution, Run
+from graphs.runs import RunOutcome, run_create, workflow_call
+from graphs.tasks import run_queued, task_id_of
+
+logger = logging.getLogger(__name__)
+
+_POLL_FIRST_SECONDS = 0.02
+_POLL_MAX_SECONDS = 0.5
+_RESULT_FETCH_SECONDS = 5
+
+
+class RunNotFound(LookupError):
+    """No such run (or not one the caller may act on)."""
+
+
+@dataclass(frozen=True)
+class Cancellation:
+    """What a cancel request did: the run's status after it, and a sentence saying so."""
+
+    run_id: int
+    status: str
+    message: str
+
+
+def workflow_invoke(
+    *,
+    name: str,
+    arguments: Any,
+    caller: str = "",
+    session_id: str = "",
+    request_id: str = "",
+    version: tuple[int, str] | None = None,
+    progress: Progress | None = None,
+) -> RunOutcome:
+    """Run a workflow the configured way (EXECUTION_MODE); in queued mode the outcome is
+    `queued` or `running` when the wait ran out first. Raises `WorkflowCallError` when the
+    call cannot run."""
+    call = {
+        "name": name,
+        "arguments": arguments,
+        "caller": caller,
+        "session_id": session_id,
+        "request_id": request_id,
+        "version": version,
+    }
+    if settings.EXECUTION_MODE != "queued":
+        return workflow_call(**call, progress=progress)
+    run_id = run_enqueue(**call)
+    return run_wait(run_id=run_id, timeout=settings.GRAPHS_RUN_WAIT_SECONDS, progress=progress)
+
+
+def run_enqueue(
+    *,
+    name: str,
+    arguments: Any,
+    caller: str = "",
+    session_id: str = "",
+    request_id: str = "",
+    version: tuple[int, str] | None = None,
+) -> int:
+    """Record a queued run and send it to the workers; its id. A broker that cannot be
+    reached fails the run with a message saying so."""
+    run = run_create(
+        name=name,
+        arguments=arguments,
+        caller=caller,
+        session_id=session_id,
+        request_id=request_id,
+        version=version,
+    )
+    try:
+        # The arguments travel unmasked in the message: the run needs them (the history
+        # keeps the masked copy).
+        run_queued.apply_async(
+            args=[run.pk, arguments],
+            task_id=task_id_of(run.pk),
+            retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},
+        )
+    except Exception as exc:  # kombu's errors differ by broker; all mean "not queued"
+        logger.exception("Run %s could not be queued", run.pk)
+        Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED).update(
+            status=Run.Status.FAILED,
+            finished_at=timezone.now(),
+            error=(
+                f"The run could not be queued ({exc.__class__.__name__}: {exc}): check that "
+                "the broker at CELERY_BROKER_URL is up, or set EXECUTION_MODE=direct."
+            ),
+        )
+    return run.pk
+
+
+def run_wait(*, run_id: int, timeout: float, progress: Progress | None = None) -> RunOutcome:
+    """Wait up to `timeout` seconds for a run to finish, reporting each finished node to
+    `progress`; its outcome, `queued` or `running` if the time ran out."""
+    deadline = time.monotonic() + timeout
+    pause = _POLL_FIRST_SECONDS
+    reported = 0
+    while True:
+        row = Run.objects.filter(pk=run_id).values("status", "error", "error_node_id").get()
+        if progress is not None:
+            reported = _report(run_id, reported, progress)
+        if row["status"] in Run.FINISHED:
+            return RunOutcome(
+                run_id, row["status"], _result(run_id, row["status"]), row["error"],
+                row["error_node_id"],
+            )  # fmt: skip
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return RunOutcome(run_id, row["status"])
+        time.sleep(min(pause, left))
+        pause = min(pause * 1.5, _POLL_MAX_SECONDS)
+
+
+def _report(run_id: int, reported: int, progress: Progress) -> int:
+    """Report the nodes finished since the last poll, in order; the count reported."""
+    finished = (
+        NodeExecution.objects.filter(run_id=run_id, index__gte=reported)
+        .exclude(status=NodeExecution.Status.RUNNING)
+        .order_by("index")
+        .values_list("index", "node_id", "status")
+    )
+    for index, node_id, status in finished:
+        if index != reported:
+            break  # an earlier row is still in the worker's batch
+        reported += 1
+        progress(reported, f"{node_id} {status}")
+    return reported
+
+
+def _result(run_id: int, status: str) -> Any:
+    """A finished run's exit value, as the worker returned it (unmasked, whole)."""
+    if status != Run.Status.SUCCEEDED:
+        return None
+    returned = run_queued.AsyncResult(task_id_of(run_id)).get(
+        timeout=_RESULT_FETCH_SECONDS, propagate=False
+    )
+    if isinstance(returned, dict) and "result" in returned:
+        return returned["result"]
+    # Expired from the backend: the history's copy (masked, perhaps a preview) is what is left.
+    return Run.objects.values_list("result", flat=True).get(pk=run_id)
+
+
+def run_cancel(*, run_id: int, reason: str, caller: str | None = None) -> Cancellation:
+    """Cancel a queued or running run, from any process; `caller`, when given, must be the
+    one who started it. Raises `RunNotFound`."""
+    runs = Run.objects.filter(pk=run_id)
+    if caller is not None:
+        runs = runs.filter(caller=caller[:200])
+    reason = reason[:500]
+    if runs.filter(status=Run.Status.QUEUED).update(
+        status=Run.Status.CANCELLED,
+        cancel_reason=reason,
+        error=f"Cancelled before it started: {reason}",
+        finished_at=timezone.now(),
+    ):
+        return Cancellation(run_id, Run.Status.CANCELLED, f"Run {run_id} was cancelled.")
+    if runs.filter(status=Run.Status.RUNNING).update(cancel_reason=reason):
+        liveness.registry.cancel(run_id, reason)
+        return Cancellation(
+            run_id,
+            Run.Status.RUNNING,
+            f"Run {run_id} will stop before its next node (a call in progress finishes "
+            "first) and end cancelled.",
+        )
+    status = runs.values_list("status", flat=True).first()
+    if status is None:
+        raise RunNotFound(
+            f"No run {run_id}" + (" started with your key." if caller is not None else ".")
+        )
+    return Cancellation(run_id, status, f"Run {run_id} already ended {status}: not cancelled.")
+
+
+def run_cancel_request(*, caller: str, session_id: str, request_id: str, reason: str) -> None:
+    """`notifications/cancelled`: cancel the run that the caller's request started, if any
+    is still going (a request that started no run, or ended, needs nothing)."""
+    run_id = (
+        Run.objects.filter(
+            status__in=Run.ACTIVE,
+            caller=caller[:200],
+            session_id=session_id[:200],
+            request_id=request_id[:200],
+        )
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if run_id is not None:
+        run_cancel(run_id=run_id, reason=reason)

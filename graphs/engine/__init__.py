@@ -1,0 +1,61 @@
+"""The graph engine: parse, check, compile and run graph workflows. No Django in here.
+
+Typical use::
+
+    definition = parse_definition(yaml_text)          # DefinitionError lists every problem
+    compiled = compile_tool(definition.tool("count_files"))   # once per workflow version
+    result = execute(compiled, {"directory": "/tmp"}, call_tool=call_tool,
+                     limits=definition.limits, observer=observer, cancel=token)
+
+``call_tool`` reaches the downstream MCP servers; the observer is the only way the engine
+reports what it does. See ``arguments`` for how mcp node args are written (including the
+``{literal: ...}`` escape), ``jsonlogic`` for switch rules and ``expressions`` for what the
+engine does about jsonata-python's thread safety.
+"""
+
+from graphs.engine.cancel import CancelToken
+from graphs.engine.compiler import CompiledTool, compile_tool
+from graphs.engine.definition import (
+    Condition,
+    ExecutionLimits,
+    GraphDefinition,
+    Node,
+    RetryPolicy,
+    ServerConfig,
+    ServerInfo,
+    ToolGraph,
+)
+from graphs.engine.errors import DefinitionError, GraphRunError, RunCancelled
+from graphs.engine.executor import CallTool, execute
+from graphs.engine.loading import load_yaml
+from graphs.engine.observer import NodeRecord, NullObserver, Observer
+from graphs.engine.parsing import parse_definition, parse_tool
+from graphs.engine.serialize import definition_to_dict, server_to_dict, tool_to_dict
+
+__all__ = [
+    "CallTool",
+    "CancelToken",
+    "CompiledTool",
+    "Condition",
+    "DefinitionError",
+    "ExecutionLimits",
+    "GraphDefinition",
+    "GraphRunError",
+    "Node",
+    "NodeRecord",
+    "NullObserver",
+    "Observer",
+    "RetryPolicy",
+    "RunCancelled",
+    "ServerConfig",
+    "ServerInfo",
+    "ToolGraph",
+    "compile_tool",
+    "definition_to_dict",
+    "execute",
+    "load_yaml",
+    "parse_definition",
+    "parse_tool",
+    "server_to_dict",
+    "tool_to_dict",
+]

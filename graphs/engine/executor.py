@@ -1,0 +1,290 @@
+"""Running a compiled tool: from its entry node to its exit node, one node at a time.
+
+Node outputs, as seed 003 says: entry, the tool's arguments; mcp, the called tool's result
+(see ``results``); transform, the JSONata value; switch, the id of the node it routes to;
+exit, the previous node's output unchanged (falsy values included).
+
+Before each node the cancel token and both execution limits are checked. An mcp node's call
+is retried, after ``backoff * 2**attempt`` seconds, when ``call_tool`` raises (a transport
+failure or a timeout), not when the tool answers with an error result. All state of a run
+lives in its ``_Run``, so any number of threads may execute one ``CompiledTool`` at once.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from typing import Any
+
+from mcp.types import CallToolResult
+
+from graphs.engine.arguments import fill
+from graphs.engine.cancel import CancelToken
+from graphs.engine.compiler import CompiledNode, CompiledTool
+from graphs.engine.definition import ExecutionLimits, Node
+from graphs.engine.errors import GraphRunError, RunCancelled
+from graphs.engine.expressions import Expression, ExpressionTimeout, Guard
+from graphs.engine.history import RunHistory
+from graphs.engine.jsonlogic import evaluate
+from graphs.engine.observer import NodeRecord, NullObserver, Observer
+from graphs.engine.results import error_text, tool_output
+
+#: ``call_tool(server_name, tool_name, arguments, timeout_seconds)``: raises on a transport
+#: failure or timeout, else returns the result (which may have ``is_error`` set).
+CallTool = Callable[[str, str, dict[str, Any], float | None], CallToolResult]
+
+DEFAULT_LIMITS = ExecutionLimits()
+
+
+def execute(
+    compiled: CompiledTool,
+    arguments: dict[str, Any],
+    *,
+    call_tool: CallTool,
+    limits: ExecutionLimits = DEFAULT_LIMITS,
+    observer: Observer | None = None,
+    cancel: CancelToken | None = None,
+) -> Any:
+    """Run the tool with these arguments and return its exit node's output.
+
+    Raises GraphRunError (RunCancelled when cancelled) naming the node and the kind of failure.
+    """
+    run = _Run(compiled, arguments, call_tool, limits, observer or NullObserver(), cancel)
+    return run.run()
+
+
+class _Run:
+    """One execution of a tool; used by one thread, for one call of ``execute``."""
+
+    def __init__(
+        self,
+        compiled: CompiledTool,
+        arguments: dict[str, Any],
+        call_tool: CallTool,
+        limits: ExecutionLimits,
+        observer: Observer,
+        cancel: CancelToken | None,
+    ) -> None:
+        self.compiled = compiled
+        self.arguments = arguments
+        self.call_tool = call_tool
+        self.limits = limits
+        self.observer = observer
+        self.cancel = cancel or CancelToken()  # one token, so backoff waits are cancellable
+        self.started = time.monotonic()
+        self.guard = Guard(self.started + limits.max_execution_time_ms / 1000)
+        self.history = RunHistory()
+        self.bindings = {**self.history.bindings, **self.guard.bindings}
+
+    def run(self) -> Any:
+        self.observer.run_started(self.compiled.tool.name, self.arguments)
+        try:
+            result = self._walk()
+        except GraphRunError as error:
+            self.observer.run_finished(None, error)
+            raise
+        self.observer.run_finished(result, None)
+        return result
+
+    def _walk(self) -> Any:
+        node_id: str = self.compiled.tool.entry
+        while True:
+            compiled = self.compiled.nodes[node_id]
+            self._check_before(compiled.node)
+            output, next_id = self._step(compiled)
+            if compiled.node.type == "exit":
+                return output
+            node_id = next_id
+
+    def _check_before(self, node: Node) -> None:
+        if self.cancel.cancelled:
+            raise self._cancelled(f"before node {node.id!r} ran", node)
+        limits = self.limits
+        if len(self.history.outputs) >= limits.max_node_executions:
+            raise GraphRunError(
+                f"maxNodeExecutions ({limits.max_node_executions}) reached before node "
+                f"{node.id!r} ran: the graph loops without reaching its exit; raise "
+                "executionLimits.maxNodeExecutions or fix the loop condition",
+                node.id,
+                "limit",
+            )
+        elapsed_ms = (time.monotonic() - self.started) * 1000
+        if elapsed_ms >= limits.max_execution_time_ms:
+            raise GraphRunError(
+                f"maxExecutionTimeMs ({limits.max_execution_time_ms}) reached before node "
+                f"{node.id!r} ran ({elapsed_ms:.0f} ms elapsed): raise "
+                "executionLimits.maxExecutionTimeMs, or make the graph do less (fewer loop "
+                "iterations, faster tools)",
+                node.id,
+                "limit",
+            )
+
+    def _step(self, compiled: CompiledNode) -> tuple[Any, str | None]:
+        """Run one node, report it, and record its output; its output and the next node."""
+        node, history = compiled.node, self.history
+        record = NodeRecord(
+            index=len(history.outputs),
+            node_id=node.id,
+            node_type=node.type,
+            iteration=len(history.by_node.get(node.id, ())) + 1,
+            input=history.outputs[-1] if history.outputs else self.arguments,
+            detail=_STATIC_DETAIL[node.type](node),
+            started_at=time.time(),
+        )
+        self.observer.node_started(copy.copy(record))
+        began = time.perf_counter()
+        try:
+            output, next_id = _RUNNERS[node.type](self, compiled, record)
+        except GraphRunError as error:
+            record.error = error.message
+            _ended(record, began)
+            self.observer.node_failed(record)
+            raise
+        record.output = output
+        _ended(record, began)
+        history.record(node.id, output)
+        self.observer.node_finished(record)
+        return output, next_id
+
+    def _entry(self, compiled: CompiledNode, _record: NodeRecord) -> tuple[Any, str | None]:
+        return self.arguments, compiled.node.next
+
+    def _exit(self, _compiled: CompiledNode, _record: NodeRecord) -> tuple[Any, str | None]:
+        return self.history.outputs[-1], None
+
+    def _transform(self, compiled: CompiledNode, _record: NodeRecord) -> tuple[Any, str | None]:
+        expression = compiled.expression
+        output = self._guarded(
+            compiled.node,
+            "transform.expr",
+            expression.evaluate,
+            self.history.context,
+            self.bindings,
+            self.guard,
+        )
+        return output, compiled.node.next
+
+    def _switch(self, compiled: CompiledNode, record: NodeRecord) -> tuple[Any, str | None]:
+        node = compiled.node
+        for index, rule in enumerate(compiled.rules):
+            field = f"conditions[{index}].rule"
+            if self._guarded(node, field, evaluate, rule, self.history.context, self._read_var):
+                target = node.conditions[index].target
+                record.detail = {"target": target, "matched": index}
+                return target, target
+        if node.default is None:
+            raise GraphRunError(
+                f"node {node.id!r}: no condition held and the switch has no `default`; "
+                "add a default target",
+                node.id,
+                "definition",
+            )
+        record.detail = {"target": node.default, "matched": "default"}
+        return node.default, node.default
+
+    def _read_var(self, path: Expression, data: Any) -> Any:
+        return path.evaluate(data, self.bindings, self.guard)
+
+    def _call(self, compiled: CompiledNode, record: NodeRecord) -> tuple[Any, str | None]:
+        node = compiled.node
+        context = self.history.context
+        arguments = self._guarded(
+            node, "args", fill, compiled.args, context, self.bindings, self.guard
+        )
+        if not isinstance(arguments, dict):
+            raise GraphRunError(
+                f"node {node.id!r}, field 'args': gave {type(arguments).__name__}, not an "
+                "object of the tool's arguments",
+                node.id,
+                "expression",
+            )
+        record.detail = {"server": node.server, "tool": node.tool, "arguments": arguments}
+        result = self._call_with_retry(node, arguments, record)
+        if result.is_error:
+            raise GraphRunError(
+                f"node {node.id!r}: tool {node.tool!r} on server {node.server!r} returned an "
+                f"error: {error_text(result)}",
+                node.id,
+                "tool",
+            )
+        return tool_output(result), node.next
+
+    def _call_with_retry(
+        self, node: Node, arguments: dict[str, Any], record: NodeRecord
+    ) -> CallToolResult:
+        retry = node.retry
+        failure: Exception | None = None
+        for attempt in range(retry.count + 1):
+            if attempt and self.cancel.wait(retry.backoff_seconds * 2 ** (attempt - 1)):
+                raise self._cancelled(f"while node {node.id!r} waited to retry its call", node)
+            record.attempts = attempt + 1
+            try:
+                return self.call_tool(node.server, node.tool, arguments, node.timeout_seconds)
+            except GraphRunError:
+                raise  # a call_tool that knows better (e.g. it was cancelled) has its say
+            except Exception as exc:
+                failure = exc
+        raise GraphRunError(
+            f"node {node.id!r}: calling tool {node.tool!r} on server {node.server!r} failed "
+            f"{record.attempts} time(s); last error: {type(failure).__name__}: {failure}; "
+            "check that the server is running and reachable, or give the node a longer "
+            "`timeout` or a `retry`",
+            node.id,
+            "tool",
+        ) from failure
+
+    def _cancelled(self, when: str, node: Node) -> RunCancelled:
+        reason = self.cancel.reason or "no reason given"
+        return RunCancelled(f"run cancelled {when}: {reason}", node.id)
+
+    def _guarded(self, node: Node, field: str, function: Callable[..., Any], *args: Any) -> Any:
+        """Evaluate one field of a node within the guard's bounds; failures name node and field."""
+        self.guard.start()
+        try:
+            return function(*args)
+        except ExpressionTimeout as exc:
+            if not exc.run_deadline:
+                raise self._expression_failure(node, field, exc) from exc
+            raise GraphRunError(
+                f"maxExecutionTimeMs ({self.limits.max_execution_time_ms}) reached while node "
+                f"{node.id!r} evaluated field {getattr(exc, 'field', None) or field!r}: raise "
+                "executionLimits.maxExecutionTimeMs or make the expression do less",
+                node.id,
+                "limit",
+            ) from exc
+        except Exception as exc:  # JSONata, JSON Logic operators, history functions
+            raise self._expression_failure(node, field, exc) from exc
+
+    def _expression_failure(self, node: Node, field: str, exc: Exception) -> GraphRunError:
+        field = getattr(exc, "field", None) or field
+        ran = ", ".join(self.history.context) or "none yet"
+        return GraphRunError(
+            f"node {node.id!r}, field {field!r}: evaluation failed: {exc}; expressions read "
+            f"$.<node id> of the nodes that have run ({ran})",
+            node.id,
+            "expression",
+        )
+
+
+def _ended(record: NodeRecord, began: float) -> None:
+    """Fill in what is known once a node has run, whether it succeeded or failed."""
+    record.duration_ms = (time.perf_counter() - began) * 1000
+    if record.node_type != "mcp":  # an mcp node counts its calls as it makes them
+        record.attempts = 1
+
+
+_RUNNERS = {
+    "entry": _Run._entry,
+    "mcp": _Run._call,
+    "transform": _Run._transform,
+    "switch": _Run._switch,
+    "exit": _Run._exit,
+}
+_STATIC_DETAIL: dict[str, Callable[[Node], dict[str, Any] | None]] = {
+    "entry": lambda _node: None,
+    "mcp": lambda node: {"server": node.server, "tool": node.tool},
+    "transform": lambda node: {"expr": node.expr},
+    "switch": lambda _node: None,
+    "exit": lambda _node: None,
+}

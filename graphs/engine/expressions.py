@@ -1,0 +1,222 @@
+"""JSONata expressions: parsed once, evaluated by many runs in many threads, always bounded.
+
+What jsonata-python (0.7) does, read from its source and checked by tests here:
+
+- A parsed ``Jsonata`` object is not safe to share between threads. ``evaluate`` keeps its
+  scratch state on a per-thread instance, but that instance is a shallow copy of whichever
+  expression the thread first touched, sharing that expression's parser with the thread
+  that built it; partial application (``$substring(?, 0, 3)``) parses with it, and two threads
+  then corrupt each other's parse. So each thread parses its own copy of an expression, once,
+  and keeps it (``Expression`` below).
+- Functions registered on a parsed expression (``register_function``) live on that object and
+  would be seen by every run sharing it. Run state (the history functions) is passed instead
+  as bindings of one evaluation, which go into a fresh frame.
+- Its built-in time and depth bound (``Jsonata(expr, timeout=, stack=)``) is not usable on a
+  parsed-once expression: the clock starts when the expression is parsed, not evaluated, and
+  the depth counter is shared by every evaluation. The same hooks it uses
+  (``__evaluate_entry``/``__evaluate_exit`` looked up in the environment) are passed as bindings
+  with a per-run ``Guard`` instead.
+- ``$now()``/``$millis()`` read the timestamp of the thread's "current" instance, not of the
+  expression being evaluated; the current instance is set before each evaluation so they
+  return the evaluation's time.
+- Input validation walks the whole input on every evaluation; it is turned off, since the
+  context only ever holds JSON (tool arguments, tool results, expression results).
+- A plain path through objects (``$.step.count``, ``entry.n``: most switch rules and args)
+  is read directly, at a twentieth of an evaluation's cost, with JSONata's result; anything
+  its rules make subtle (an array on the way or at the end, a keyword) goes to JSONata.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from jsonata import Jsonata
+from jsonata.jexception import JException
+from jsonata.utils import Utils
+
+#: Longest one field of one node may evaluate (a transform, a switch, an mcp node's args).
+TIME_LIMIT_MS = 5000
+#: Deepest nesting of evaluation: about 300 levels of a recursive JSONata function. Each level
+#: costs several Python frames; this stays well inside the interpreter's recursion limit.
+DEPTH_LIMIT = 1000
+
+
+_PLAIN_PATH = re.compile(r"\s*(?:\$\.)?([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\s*", re.ASCII)
+_KEYWORDS = frozenset({"and", "or", "in", "true", "false", "null"})
+_NOT_PLAIN = object()  # a plain path met something only JSONata answers exactly
+
+
+def _plain_path(source: str) -> tuple[str, ...] | None:
+    """The keys of a plain object path such as `$.step.count`, else None."""
+    match = _PLAIN_PATH.fullmatch(source)
+    if match is None:
+        return None
+    keys = tuple(match.group(1).split("."))
+    return None if _KEYWORDS.intersection(keys) else keys
+
+
+def _read_path(data: Any, keys: tuple[str, ...], undefined: Any) -> Any:
+    """What JSONata gives for a plain path through objects, or _NOT_PLAIN."""
+    for key in keys:
+        if isinstance(data, list):
+            return _NOT_PLAIN  # JSONata maps the rest of the path over the array
+        if not isinstance(data, dict) or key not in data:
+            return undefined
+        data = data[key]
+    if isinstance(data, list):
+        return _NOT_PLAIN  # JSONata's sequence rules decide how an array comes back
+    return to_plain(data) if isinstance(data, dict) else data
+
+
+class ExpressionSyntaxError(ValueError):
+    """JSONata text that does not parse."""
+
+
+class ExpressionError(Exception):
+    """An evaluation that failed; the message is JSONata's or the engine's reason."""
+
+    #: The field of the node being evaluated, when the code that knows it has set it.
+    field: str | None = None
+
+
+class ExpressionTimeout(ExpressionError):
+    """An evaluation stopped by its time bound; ``run_deadline`` if the run's limit was first."""
+
+    def __init__(self, message: str, *, run_deadline: bool) -> None:
+        super().__init__(message)
+        self.run_deadline = run_deadline
+
+
+class Guard:
+    """The time and depth bound of one run's evaluations.
+
+    A run evaluates one field at a time, so one guard per run suffices: ``start`` before each
+    field, and the bound covers every expression evaluated for that field.
+    """
+
+    def __init__(self, run_deadline: float) -> None:
+        self.run_deadline = run_deadline  # time.monotonic() at which the run's time is up
+        self.deadline = run_deadline
+        self.depth = 0
+        self.tripped: ExpressionError | None = None  # the bound hit, even if JSONata wrapped it
+        # As bindings, so JSONata calls them around every step of the evaluation.
+        self.bindings = {"__evaluate_entry": self._enter, "__evaluate_exit": self._leave}
+
+    def start(self) -> None:
+        """Begin the bound for one field: TIME_LIMIT_MS from now, or the run's end if sooner."""
+        self.depth = 0
+        self.tripped = None
+        self.deadline = min(time.monotonic() + TIME_LIMIT_MS / 1000, self.run_deadline)
+
+    # The library's own bound skips steps flagged "parallel", but the flag is left set on the
+    # environment after an array constructor, so entries and exits stop pairing up and the
+    # depth drifts upward across a loop. Evaluation here is sequential: count every step.
+    def _enter(self, _expr: Any, _input: Any, _env: Any) -> None:
+        self.depth += 1
+        if self.depth > DEPTH_LIMIT:
+            self.tripped = ExpressionError(
+                f"the expression nests deeper than {DEPTH_LIMIT} steps; look for a recursive "
+                "function that never reaches its base case"
+            )
+            raise self.tripped
+        if time.monotonic() > self.deadline:
+            hit_run = self.deadline >= self.run_deadline
+            self.tripped = ExpressionTimeout(
+                "the run's time limit was reached during the expression"
+                if hit_run
+                else f"the expression ran longer than {TIME_LIMIT_MS} ms; look for a loop "
+                "that does not end or work over much more data than expected",
+                run_deadline=hit_run,
+            )
+            raise self.tripped
+
+    def _leave(self, _expr: Any, _input: Any, _env: Any, _result: Any) -> None:
+        self.depth -= 1
+
+
+class Expression:
+    """One JSONata expression: checked once, then parsed lazily once per thread that uses it."""
+
+    __slots__ = ("_local", "_path", "source")
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self._local = threading.local()
+        self._local.jsonata = _parse(source)  # raises ExpressionSyntaxError
+        self._path = _plain_path(source)
+
+    def evaluate(
+        self, data: Any, bindings: Mapping[str, Any], guard: Guard, *, undefined: Any = None
+    ) -> Any:
+        """The expression's value for this data, as plain JSON; ``undefined`` if it has none.
+
+        ``bindings`` are the run's functions (and ``guard.bindings``); ``guard`` must have been
+        started for the field being evaluated.
+        """
+        if self._path is not None:
+            value = _read_path(data, self._path, undefined)
+            if value is not _NOT_PLAIN:
+                return value
+        instance = getattr(self._local, "jsonata", None)
+        if instance is None:
+            instance = self._local.jsonata = _parse(self.source)
+        Jsonata.CURRENT.jsonata = instance  # so $now() and $millis() read this evaluation's time
+        try:
+            result = instance.evaluate(data, bindings)
+        except ExpressionError:
+            raise
+        except RecursionError:
+            raise ExpressionError(
+                "the expression recursed too deeply; look for a recursive function that "
+                "never reaches its base case"
+            ) from None
+        except Exception as exc:  # JSONata errors, and errors of the functions it called
+            if guard.tripped is not None:  # $eval reports any failure as its own error
+                raise guard.tripped from exc
+            raise ExpressionError(_message(exc)) from exc
+        if result is None:  # JSONata's "undefined": no value (JSON null is Utils.NULL_VALUE)
+            return undefined
+        return to_plain(result)
+
+
+def to_plain(value: Any) -> Any:
+    """A JSONata result as plain JSON values: its list subclasses and null marker replaced.
+
+    Builds new containers rather than converting in place (as the library would), since a
+    result can share objects with the run's context.
+    """
+    if value is Utils.NULL_VALUE:
+        return None
+    if isinstance(value, dict):
+        return {key: to_plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [to_plain(item) for item in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    raise ExpressionError(
+        f"the expression returned a {type(value).__name__} (a function?), not JSON data; "
+        "call the function, or return an object, array, string, number, boolean or null"
+    )
+
+
+def _parse(source: str) -> Jsonata:
+    try:
+        instance = Jsonata(source)
+    except JException as exc:
+        raise ExpressionSyntaxError(_message(exc)) from None
+    instance.set_validate_input(False)
+    instance.set_output_convert_nulls(False)  # to_plain converts, without mutating the input
+    return instance
+
+
+def _message(exc: Exception) -> str:
+    """A JSONata error as text, with the position of a syntax error when it has one."""
+    message = str(exc) or type(exc).__name__
+    location = getattr(exc, "location", -1)
+    if isinstance(exc, JException) and isinstance(location, int) and location > 0:
+        return f"{message} (at character {location})"
+    return message

@@ -1,0 +1,270 @@
+"""JSON Logic for switch conditions, with ``var`` paths evaluated as JSONata.
+
+Rules are compiled once (every ``var`` path parsed, every operator checked) and walked here;
+json-logic-qubit supplies only its pure value operators (comparisons, arithmetic, strings,
+``merge``), taken by name from an allow-list. Its ``jsonLogic`` function is not used because:
+
+- its ``var`` reads dotted paths, and ours are JSONata with the run's history functions,
+  which need per-evaluation state that its global operation table cannot carry safely
+  across threads;
+- its ``method`` operator lets a plain JSON rule call any Python method of any value (and
+  reach ``object.__subclasses__()``); here no operator outside the allow-list exists, and a
+  rule naming one is refused when the definition is parsed;
+- the reference implementation substitutes ``var`` values into the rule before evaluating
+  it, so a value that is an object with one key runs as an operator. Here a ``var``'s value
+  is data, always.
+
+For any other code in the process that calls ``json_logic.jsonLogic`` directly, the library's
+``method`` is shadowed on import (its ``rm_operation`` cannot remove built-ins).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import json_logic
+
+from graphs.engine.expressions import Expression, ExpressionSyntaxError
+
+
+class _MethodDisabled(dict):
+    """The shadow of json-logic-qubit's ``method`` operator: calling it fails.
+
+    A dict rather than a function: for a dotted operator such as ``method.__class__`` the
+    library walks the attributes of a custom operation that is an object (a function's reach
+    ``__globals__`` and ``object.__subclasses__``), but only the items of a dict.
+    """
+
+    def __call__(self, *_args: Any) -> Any:
+        raise ValueError("the JSON Logic `method` operator is disabled: rules may not call methods")
+
+
+json_logic.add_operation("method", _MethodDisabled())
+
+# The library's pure functions of values. Not `method`, nor `log` (the engine reports only
+# through its observer), nor its non-standard `count`.
+_VALUE_OPERATIONS = {
+    name: json_logic.operations[name]
+    for name in (
+        *("==", "===", "!=", "!==", ">", ">=", "<", "<=", "!", "!!"),
+        *("+", "-", "*", "/", "%", "min", "max", "cat", "substr", "in", "merge"),
+    )
+}
+_LOGIC = ("if", "?:", "and", "or")
+_SCOPED = ("map", "filter", "reduce", "all", "none", "some")
+ALLOWED_OPERATORS = sorted(
+    [*_VALUE_OPERATIONS, *_LOGIC, *_SCOPED, "var", "missing", "missing_some"]
+)
+
+#: How a rule reads a ``var``: evaluate the JSONata path against the data in scope.
+ReadVar = Callable[[Expression, Any], Any]
+
+
+class RuleError(ValueError):
+    """A rule that cannot be compiled; ``where`` is the position inside the rule."""
+
+    def __init__(self, where: str, message: str) -> None:
+        super().__init__(f"{message} (at {where})")
+        self.where = where
+
+
+def compile_rule(rule: Any) -> Rule:
+    """A rule ready to evaluate; RuleError if it is not a JSON Logic object or uses an
+    unknown operator, or a ``var`` path that is not JSONata."""
+    if not (isinstance(rule, Mapping) and len(rule) == 1):
+        raise RuleError(
+            "rule",
+            "a rule must be a JSON Logic object with one operator, such as "
+            f'{{"==": [{{"var": "entry.kind"}}, "file"]}}; got {rule!r}',
+        )
+    return _compile(rule, "rule")
+
+
+def evaluate(rule: Rule, data: Any, read_var: ReadVar) -> Any:
+    """The value of a compiled rule for this data."""
+    return rule.run(data, read_var)
+
+
+class Rule:
+    """A compiled rule or part of one."""
+
+    def run(self, data: Any, read_var: ReadVar) -> Any:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class _Literal(Rule):
+    value: Any
+
+    def run(self, data: Any, read_var: ReadVar) -> Any:
+        return self.value
+
+
+@dataclass(frozen=True)
+class _Array(Rule):
+    items: tuple[Rule, ...]
+
+    def run(self, data: Any, read_var: ReadVar) -> Any:
+        return [item.run(data, read_var) for item in self.items]
+
+
+@dataclass(frozen=True)
+class _Var(Rule):
+    path: Expression | None  # None: the whole data in scope
+    default: Rule | None
+
+    def run(self, data: Any, read_var: ReadVar) -> Any:
+        value = data if self.path is None else read_var(self.path, data)
+        if value is None and self.default is not None:
+            return self.default.run(data, read_var)
+        return value
+
+
+@dataclass(frozen=True)
+class _Missing(Rule):
+    paths: tuple[Expression, ...]
+    need: int | None  # missing_some: how many must be present; missing: None (all)
+
+    def run(self, data: Any, read_var: ReadVar) -> Any:
+        missing = [path.source for path in self.paths if read_var(path, data) in (None, "")]
+        if self.need is not None and len(self.paths) - len(missing) >= self.need:
+            return []
+        return missing
+
+
+@dataclass(frozen=True)
+class _Value(Rule):
+    function: Callable[..., Any]
+    args: tuple[Rule, ...]
+
+    def run(self, data: Any, read_var: ReadVar) -> Any:
+        return self.function(*(arg.run(data, read_var) for arg in self.args))
+
+
+@dataclass(frozen=True)
+class _Logic(Rule):
+    operator: str
+    args: tuple[Rule, ...]
+
+    def run(self, data: Any, read_var: ReadVar) -> Any:
+        args = self.args
+        if self.operator in ("if", "?:"):
+            # Pairs of condition and value, then an optional value for when none held.
+            for index in range(0, len(args) - 1, 2):
+                if args[index].run(data, read_var):
+                    return args[index + 1].run(data, read_var)
+            return args[-1].run(data, read_var) if len(args) % 2 else None
+        if self.operator == "and":  # the first falsy value, else the last
+            value = False
+            for arg in args:
+                value = arg.run(data, read_var)
+                if not value:
+                    return value
+            return value
+        value = False  # or: the first truthy value, else the last
+        for arg in args:
+            value = arg.run(data, read_var)
+            if value:
+                return value
+        return value
+
+
+@dataclass(frozen=True)
+class _Scoped(Rule):
+    """Operators that run a rule over each item of an array, with the item as the data."""
+
+    operator: str
+    items: Rule
+    logic: Rule
+    initial: Rule | None
+
+    def run(self, data: Any, read_var: ReadVar) -> Any:
+        items = self.items.run(data, read_var)
+        initial = self.initial.run(data, read_var) if self.initial is not None else None
+        if not isinstance(items, list):
+            items = []  # as JSON Logic: anything but an array counts as an empty one
+        if self.operator == "reduce":
+            total = initial
+            for item in items:
+                total = self.logic.run({"accumulator": total, "current": item}, read_var)
+            return total
+        results = [self.logic.run(item, read_var) for item in items]
+        if self.operator == "map":
+            return results
+        if self.operator == "filter":
+            return [item for item, keep in zip(items, results, strict=True) if keep]
+        if self.operator == "all":
+            return bool(items) and all(results)
+        return any(results) if self.operator == "some" else not any(results)
+
+
+def _compile(rule: Any, where: str) -> Rule:
+    if isinstance(rule, list):
+        return _Array(tuple(_compile(item, f"{where}[{i}]") for i, item in enumerate(rule)))
+    if not (isinstance(rule, Mapping) and len(rule) == 1):
+        # Scalars, and objects that are not one-operator rules, are data.
+        return _Literal(rule)
+    [(operator, raw)] = rule.items()
+    where = f"{where}.{operator}"
+    args = raw if isinstance(raw, list) else [raw]
+    if operator == "var":
+        return _compile_var(args, where)
+    if operator in ("missing", "missing_some"):
+        return _compile_missing(operator, args, where)
+    compiled = tuple(_compile(arg, f"{where}[{i}]") for i, arg in enumerate(args))
+    if operator in _LOGIC:
+        return _Logic(operator, compiled)
+    if operator in _SCOPED:
+        if len(compiled) not in ((2, 3) if operator == "reduce" else (2,)):
+            raise RuleError(where, f"`{operator}` takes [array, rule] (reduce: and an initial)")
+        initial = compiled[2] if len(compiled) == 3 else None
+        return _Scoped(operator, compiled[0], compiled[1], initial)
+    if operator in _VALUE_OPERATIONS:
+        return _Value(_VALUE_OPERATIONS[operator], compiled)
+    reason = (
+        "the `method` operator is disabled: rules may not call methods"
+        if operator == "method"
+        else f"unknown operator {operator!r}"
+    )
+    raise RuleError(where, f"{reason}; operators: {' '.join(ALLOWED_OPERATORS)}")
+
+
+def _compile_var(args: list[Any], where: str) -> Rule:
+    if len(args) > 2:
+        raise RuleError(where, "`var` takes a path and an optional default: [path, default]")
+    path = args[0] if args else None
+    default = _compile(args[1], f"{where}[1]") if len(args) == 2 else None
+    if path in (None, ""):
+        return _Var(None, default)
+    return _Var(_path(path, where), default)
+
+
+def _compile_missing(operator: str, args: list[Any], where: str) -> Rule:
+    need = None
+    if operator == "missing_some":
+        if len(args) != 2 or not isinstance(args[0], int) or not isinstance(args[1], list):
+            raise RuleError(where, "`missing_some` takes [how many are needed, [paths]]")
+        need, args = args[0], args[1]
+    elif len(args) == 1 and isinstance(args[0], list):
+        args = args[0]
+    return _Missing(tuple(_path(path, where) for path in args), need)
+
+
+def _path(path: Any, where: str) -> Expression:
+    """A ``var``/``missing`` path, which must be JSONata text written in the rule."""
+    if not isinstance(path, str):
+        raise RuleError(
+            where,
+            f'a path must be a JSONata string such as "entry.count", "entry.items[0]" or '
+            f'"$previousNode().count"; got {path!r}',
+        )
+    try:
+        return Expression(path)
+    except ExpressionSyntaxError as exc:
+        raise RuleError(
+            where,
+            f"the path {path!r} is not JSONata ({exc}); paths are JSONata, as in "
+            '"entry.items[0]" rather than "entry.items.0"',
+        ) from None

@@ -1,0 +1,178 @@
+"""Workflows (graphs served as MCP tools), their immutable versions, and the history of runs.
+
+A `Workflow` is what authors edit; every change to it is frozen into a `WorkflowVersion`, and
+a `Run` points at the version it ran, so history always shows the graph that actually ran.
+`Run` and `NodeExecution` rows are written as the run happens (graphs/history.py), so a crash
+leaves the history up to the crash.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.urls import reverse
+
+from nodespecs.models import Revision
+
+
+class WorkflowGroup(models.Model):
+    """The `server` metadata of an imported graph file: the workflows it defined belong here."""
+
+    name = models.CharField(max_length=200, unique=True)
+    version = models.CharField(max_length=50, default="1.0.0")
+    title = models.CharField(max_length=200, blank=True)
+    instructions = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.title or self.name
+
+
+class Workflow(models.Model):
+    """One MCP tool backed by a graph. Saved only through `graphs.services.workflow_save`."""
+
+    group = models.ForeignKey(WorkflowGroup, on_delete=models.PROTECT, related_name="workflows")
+    name = models.CharField(
+        max_length=128, unique=True, help_text="The MCP tool name agents call, e.g. count_files."
+    )
+    description = models.TextField(blank=True)
+    input_schema = models.JSONField(default=dict)
+    output_schema = models.JSONField(null=True, blank=True)
+    nodes = models.JSONField(default=list, help_text="The graph's nodes, as in the YAML format.")
+    limits = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="executionLimits: maxNodeExecutions, maxExecutionTimeMs (defaults apply).",
+    )
+    # The `mcpServers` names the nodes use, each bound to a registered provider's primary key.
+    servers = models.JSONField(default=dict, blank=True)
+    enabled = models.BooleanField(default=True)
+    current_version = models.ForeignKey(
+        "WorkflowVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return f"{reverse('graphs:workflows')}#workflow-{self.pk}"
+
+
+class WorkflowVersion(Revision):
+    """An immutable snapshot of a workflow, taken at each change; runs point here."""
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="versions")
+    # The tool in the YAML format's shape: name, description, inputSchema, outputSchema, nodes.
+    definition = models.JSONField()
+    limits = models.JSONField(default=dict)
+    servers = models.JSONField(default=dict)
+    digest = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["workflow", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["workflow", "number"], name="unique_workflow_version")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow.name} v{self.number}"
+
+
+class Run(models.Model):
+    """One call of a workflow: its arguments, outcome and timings."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+        TIMED_OUT = "timed_out", "Timed out"
+
+    FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
+    ACTIVE = (Status.QUEUED, Status.RUNNING)
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="runs")
+    version = models.ForeignKey(WorkflowVersion, on_delete=models.PROTECT, related_name="runs")
+    # Denormalised so lists need no join and the label survives a rename.
+    workflow_name = models.CharField(max_length=128)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    arguments = models.JSONField(default=dict)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    error_node_id = models.CharField(max_length=128, blank=True)
+    caller = models.CharField(max_length=200, blank=True, help_text="API key or user.")
+    session_id = models.CharField(max_length=200, blank=True)
+    # The JSON-RPC id (as JSON) of the tools/call that started the run, so that the client's
+    # notifications/cancelled can find it from any process.
+    request_id = models.CharField(max_length=200, blank=True)
+    # Execution (graphs/liveness.py): which process runs it, its last sign of life, and why
+    # someone asked to stop it (non-empty: cancellation requested).
+    worker = models.CharField(max_length=200, blank=True, help_text="host:pid running it.")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    cancel_reason = models.CharField(max_length=500, blank=True)
+    node_count = models.PositiveIntegerField(default=0)
+    truncated = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        # The history pages page by the cursor (created_at, id), newest first, alone or after
+        # one filter: each index serves a page as a range scan however deep the cursor is.
+        indexes = [
+            models.Index(fields=["created_at", "id"], name="run_created_id"),
+            models.Index(fields=["workflow", "created_at", "id"], name="run_workflow_created_id"),
+            models.Index(fields=["status", "created_at", "id"], name="run_status_created_id"),
+            models.Index(fields=["caller", "created_at", "id"], name="run_caller_created_id"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} of {self.workflow_name} ({self.status})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("graphs:run_detail", args=[self.pk])
+
+
+class NodeExecution(models.Model):
+    """One execution of one node in a run, in order; loops give a node several rows."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="node_executions")
+    index = models.PositiveIntegerField()
+    node_id = models.CharField(max_length=128)
+    node_type = models.CharField(max_length=16)
+    iteration = models.PositiveIntegerField(default=1)
+    status = models.CharField(max_length=16, choices=Status.choices)
+    # A node's input is the previous execution's output (or the run's arguments): not stored.
+    # What the node evaluated: an mcp node's call, a transform's expression, a switch's choice.
+    detail = models.JSONField(null=True, blank=True)
+    output = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=1)
+    truncated = models.BooleanField(default=False)
+    started_at = models.DateTimeField()
+    duration_ms = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "index"], name="unique_node_execution")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node_id} #{self.iteration} in run {self.run_id}"

@@ -1,0 +1,71 @@
+"""The runs list's query string: filters and the page cursor, checked with clear messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from graphs.models import Run
+from graphs.selectors import Cursor, RunFilters
+
+CURSOR_ERROR = "This page link is out of date or mangled; start again from the newest runs."
+
+
+class DateTimeInput(forms.DateTimeInput):
+    input_type = "datetime-local"
+
+
+class RunFilterForm(forms.Form):
+    run = forms.IntegerField(label="Run id", required=False, min_value=1)
+    workflow = forms.ChoiceField(required=False)
+    status = forms.ChoiceField(required=False, choices=[("", "any status"), *Run.Status.choices])
+    caller = forms.CharField(
+        required=False, max_length=200, help_text="The exact caller, as shown in a run."
+    )
+    since = forms.DateTimeField(label="From", required=False, widget=DateTimeInput)
+    until = forms.DateTimeField(label="Until", required=False, widget=DateTimeInput)
+    before = forms.CharField(required=False, widget=forms.HiddenInput)
+    after = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    def __init__(self, *args: Any, workflows: list[tuple[int, str]], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.workflow_ids = {name: pk for pk, name in workflows}
+        self.fields["workflow"].choices = [
+            ("", "any workflow"),
+            *((name, name) for _, name in workflows),
+        ]
+
+    def _cursor(self, name: str) -> Cursor | None:
+        token = self.cleaned_data.get(name)
+        if not token:
+            return None
+        try:
+            return Cursor.parse(token)
+        except (ValueError, OverflowError):
+            raise forms.ValidationError(CURSOR_ERROR) from None
+
+    def clean_before(self) -> Cursor | None:
+        return self._cursor("before")
+
+    def clean_after(self) -> Cursor | None:
+        return self._cursor("after")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        since, until = cleaned.get("since"), cleaned.get("until")
+        if since and until and since >= until:
+            self.add_error("until", "Until must be after From; swap them or clear one.")
+        return cleaned
+
+    def filters(self) -> RunFilters:
+        """The filters of a valid form."""
+        data = self.cleaned_data
+        return RunFilters(
+            workflow_id=self.workflow_ids.get(data["workflow"]),
+            status=data["status"],
+            caller=data["caller"],
+            since=data["since"],
+            until=data["until"],
+            run_id=data["run"],
+        )

@@ -1,0 +1,153 @@
+"""The reviewer pages: parse the request, call the selectors, format. Staff only."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.contrib.auth.views import redirect_to_login
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import urlencode
+from django.utils.safestring import mark_safe
+
+from graphs import selectors
+from graphs.drawing import draw_graph, run_path
+from graphs.models import Run
+from graphs.pages.display import timeline
+from graphs.pages.forms import RunFilterForm
+
+# How often the page of a run still in progress reloads itself.
+REFRESH_SECONDS = 2
+FILTER_KEYS = ("run", "workflow", "status", "caller", "since", "until")
+
+View = Callable[..., HttpResponse]
+
+
+def staff_required(view: View) -> View:
+    """Anonymous users go to the admin's login; signed-in users who are not staff are refused
+    with a page saying why (the history holds every caller's arguments and results)."""
+
+    @wraps(view)
+    def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path(), reverse("admin:login"))
+        if not request.user.is_staff:
+            return render(request, "graphs/refused.html", status=403)
+        return view(request, *args, **kwargs)
+
+    return guarded
+
+
+def _page_link(query: dict[str, str], **cursor: str) -> str:
+    return "?" + urlencode({**query, **cursor})
+
+
+@staff_required
+def run_list(request: HttpRequest) -> HttpResponse:
+    """Runs, newest first, filtered, a keyset page at a time."""
+    form = RunFilterForm(request.GET, workflows=selectors.workflow_choices())
+    page = None
+    older_link = newer_link = newest_link = ""
+    if form.is_valid():
+        page = selectors.run_list(
+            filters=form.filters(),
+            before=form.cleaned_data["before"],
+            after=form.cleaned_data["after"],
+        )
+        # The filters as the user gave them, so the links keep them and drop only the cursor.
+        query = {key: request.GET[key] for key in FILTER_KEYS if request.GET.get(key)}
+        if page.older is not None:
+            older_link = _page_link(query, before=page.older.token())
+        if page.newer is not None:
+            newer_link = _page_link(query, after=page.newer.token())
+            newest_link = _page_link(query)
+    return render(
+        request,
+        "graphs/run_list.html",
+        {
+            "form": form,
+            "page": page,
+            "older_link": older_link,
+            "newer_link": newer_link,
+            "newest_link": newest_link,
+            "filtered": any(request.GET.get(key) for key in FILTER_KEYS),
+            "nav": "runs",
+        },
+    )
+
+
+def _start(request: HttpRequest) -> int:
+    try:
+        return max(int(request.GET.get("from", 0)), 0)
+    except ValueError:
+        return 0
+
+
+@staff_required
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    """A run: its outcome, the path it took drawn on the graph, and its node executions."""
+    try:
+        run = selectors.run_get(run_id=run_id)
+    except Run.DoesNotExist:
+        raise Http404(f"No run {run_id}; it may have been deleted.") from None
+    start = _start(request)
+    steps = selectors.run_steps(run=run, start=start)
+    path = selectors.run_path_steps(run=run)
+    visited, taken, failed = run_path(path)
+    executions_per_node = Counter(node_id for node_id, _ in path)
+    # A limit breach fails the run before its node executes: no row failed, the run names it.
+    failed = failed or run.error_node_id
+    drawing = draw_graph(
+        run.version.definition.get("nodes", []), visited=visited, taken=taken, failed=failed
+    )
+    size = selectors.STEPS_PER_PAGE
+    in_progress = run.status in (Run.Status.QUEUED, Run.Status.RUNNING)
+    return render(
+        request,
+        "graphs/run_detail.html",
+        {
+            "run": run,
+            # draw_graph escapes every text it writes.
+            "drawing": mark_safe(drawing),
+            "failed_node": failed,
+            "failed_index": next(
+                (index for index, (_, status) in enumerate(path) if status == "failed"), None
+            ),
+            # Nodes run more than once (loops) get their iteration numbers shown.
+            "looping": {node for node, count in executions_per_node.items() if count > 1},
+            "rows": timeline(steps, started_at=run.started_at, now=timezone.now()),
+            "earlier_link": f"?from={max(start - size, 0)}" if start else "",
+            "later_link": f"?from={start + size}" if len(steps) == size else "",
+            "refresh_seconds": REFRESH_SECONDS if in_progress else 0,
+            "nav": "runs",
+        },
+    )
+
+
+@staff_required
+def workflow_list(request: HttpRequest) -> HttpResponse:
+    """Each workflow: its current graph, latest versions and figures over its latest runs."""
+    workflows = selectors.workflow_overview()
+    figures = selectors.recent_run_figures(workflow_ids=[w.pk for w in workflows])
+    entries = [
+        {
+            "workflow": workflow,
+            "drawing": mark_safe(
+                draw_graph(workflow.current_version.definition.get("nodes", []))
+                if workflow.current_version
+                else ""
+            ),
+            "figures": figures.get(workflow.pk),
+        }
+        for workflow in workflows
+    ]
+    return render(
+        request,
+        "graphs/workflow_list.html",
+        {"entries": entries, "window": selectors.RECENT_RUNS, "nav": "workflows"},
+    )

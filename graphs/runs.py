@@ -1,0 +1,342 @@
+"""Running a workflow: validate the arguments, run the engine, keep the history.
+
+`workflow_call` is the one way a workflow runs, whether the call comes over MCP, from the
+REST API, the admin's test run or `manage.py run_workflow`; in queued mode the web side
+records the run with `run_create` and a worker executes it with `run_execute`, through the
+same `_execute` (graphs/control.py chooses). The `Run` row is written before the first node
+and finished in every case (success, failure, cancellation, a bug), so no run is left
+`running` by this process; one whose process dies is failed by the reaper.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+from django.utils import timezone
+
+from graphs import liveness
+from graphs.engine import (
+    CancelToken,
+    CompiledTool,
+    ExecutionLimits,
+    GraphRunError,
+    compile_tool,
+    execute,
+    parse_tool,
+)
+from graphs.history import HistoryRecorder, Progress
+from graphs.models import Run, Workflow, WorkflowVersion
+from graphs.payloads import mask_secrets, storable
+from graphs.services import limits_from_mapping
+from nodespecs import mcp_client
+from nodespecs.models import Provider
+
+logger = logging.getLogger(__name__)
+
+_COMPILED_CACHE_SIZE = 256
+
+
+class WorkflowCallError(ValueError):
+    """The call could not start (unknown workflow, bad arguments); nothing was run."""
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_id: int
+    status: str
+    result: Any = None
+    error: str = ""
+    error_node_id: str = ""
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == Run.Status.SUCCEEDED
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """What every run of one version needs, built once per process (versions never change)."""
+
+    version_id: int
+    workflow_id: int
+    limits: ExecutionLimits
+    servers: dict[str, int]
+    compiled: CompiledTool
+    validator: Any
+
+
+# By (version id, digest): ids alone can come back after a database is reset or restored.
+_prepared: dict[tuple[int, str], _Prepared] = {}
+_prepared_lock = threading.Lock()
+
+
+def _prepare(version: WorkflowVersion) -> _Prepared:
+    """Compile a version's expressions and input schema, once."""
+    key = (version.pk, version.digest)
+    prepared = _prepared.get(key)
+    if prepared is not None:
+        return prepared
+    tool = parse_tool(version.definition, server_names=version.servers.keys())
+    schema = tool.input_schema or {"type": "object"}
+    validator_class = jsonschema.validators.validator_for(schema)
+    prepared = _Prepared(
+        version.pk,
+        version.workflow_id,
+        limits_from_mapping(version.limits),
+        dict(version.servers),
+        compile_tool(tool),
+        validator_class(schema),
+    )
+    with _prepared_lock:
+        if len(_prepared) >= _COMPILED_CACHE_SIZE:
+            _prepared.pop(next(iter(_prepared)))
+        _prepared[key] = prepared
+    return prepared
+
+
+def _check_arguments(name: str, validator: Any, arguments: Any) -> None:
+    if not isinstance(arguments, dict):
+        raise WorkflowCallError(
+            f"Arguments for {name} must be an object, not {type(arguments).__name__}."
+        )
+    problems = [
+        f"{'.'.join(str(part) for part in error.absolute_path) or 'arguments'}: {error.message}"
+        for error in sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    ]
+    if problems:
+        raise WorkflowCallError(
+            f"Invalid arguments for {name}: "
+            + "; ".join(problems)
+            + ". Check them against the tool's inputSchema."
+        )
+
+
+def _downstream(
+    servers: dict[str, int],
+) -> Callable[[str, str, dict[str, Any], float | None], Any]:
+    """The engine's call function: a node's server name → its provider's pooled connection."""
+    providers = Provider.objects.in_bulk(list(servers.values())) if servers else {}
+    bound = {name: providers.get(pk) for name, pk in servers.items()}
+
+    def call_tool(server: str, tool: str, arguments: dict[str, Any], timeout: float | None) -> Any:
+        provider = bound.get(server)
+        if provider is None:
+            raise mcp_client.DownstreamError(
+                f"Server {server!r} has no registered provider any more: re-import the graph "
+                "file or bind the server in the workflow's admin page."
+            )
+        if not provider.enabled:
+            raise mcp_client.DownstreamError(
+                f"Provider {provider.name!r} (server {server!r}) is disabled: enable it in the "
+                "admin to run this workflow."
+            )
+        return mcp_client.call_tool(provider.connection(), tool, arguments, timeout=timeout)
+
+    return call_tool
+
+
+def _status_of(error: GraphRunError) -> str:
+    if error.kind == "cancelled":
+        return Run.Status.CANCELLED
+    if error.kind == "limit" and "maxExecutionTimeMs" in str(error):
+        return Run.Status.TIMED_OUT
+    return Run.Status.FAILED
+
+
+def _find_version(name: str, version_id: int | None) -> WorkflowVersion:
+    if version_id is not None:
+        version = WorkflowVersion.objects.filter(pk=version_id, workflow__name=name).first()
+    else:
+        workflow = Workflow.objects.filter(name=name).select_related("current_version").first()
+        version = workflow.current_version if workflow is not None else None
+    if version is None:
+        raise WorkflowCallError(
+            f"No workflow named {name!r}; tools/list shows the workflows you can call."
+        )
+    return version
+
+
+def _resolve(name: str, version: tuple[int, str] | None) -> _Prepared:
+    prepared = _prepared.get(version) if version is not None else None
+    if prepared is None:
+        prepared = _prepare(_find_version(name, version[0] if version else None))
+    return prepared
+
+
+def _create(
+    prepared: _Prepared,
+    *,
+    name: str,
+    arguments: Any,
+    caller: str,
+    session_id: str,
+    request_id: str,
+    status: str,
+) -> Run:
+    _check_arguments(name, prepared.validator, arguments)
+    now = timezone.now()
+    running = status == Run.Status.RUNNING
+    return Run.objects.create(
+        workflow_id=prepared.workflow_id,
+        version_id=prepared.version_id,
+        workflow_name=name,
+        status=status,
+        arguments=mask_secrets(arguments),
+        caller=caller[:200],
+        session_id=session_id[:200],
+        request_id=request_id[:200],
+        started_at=now if running else None,
+        heartbeat_at=now if running else None,
+        worker=liveness.process_label() if running else "",
+    )
+
+
+def workflow_call(
+    *,
+    name: str,
+    arguments: Any,
+    caller: str = "",
+    session_id: str = "",
+    request_id: str = "",
+    version: tuple[int, str] | None = None,
+    progress: Progress | None = None,
+    cancel: CancelToken | None = None,
+) -> RunOutcome:
+    """Run a workflow by tool name in this process and record the run.
+
+    `version` is the (id, digest) of the version to run, as `tools/list` showed it (a
+    version already run in this process then needs no query); else the current one.
+    `request_id` is the JSON-RPC id (as JSON) of the call, for `notifications/cancelled`.
+    Raises `WorkflowCallError` when nothing could run; every run that starts returns an
+    outcome, failed ones included.
+    """
+    prepared = _resolve(name, version)
+    run = _create(
+        prepared,
+        name=name,
+        arguments=arguments,
+        caller=caller,
+        session_id=session_id,
+        request_id=request_id,
+        status=Run.Status.RUNNING,
+    )
+    return _execute(run, prepared, arguments, progress, cancel)
+
+
+def run_create(
+    *,
+    name: str,
+    arguments: Any,
+    caller: str = "",
+    session_id: str = "",
+    request_id: str = "",
+    version: tuple[int, str] | None = None,
+) -> Run:
+    """Check a call as `workflow_call` does and record its run as queued, for a worker to
+    execute with `run_execute`. Raises `WorkflowCallError` when the call cannot run."""
+    return _create(
+        _resolve(name, version),
+        name=name,
+        arguments=arguments,
+        caller=caller,
+        session_id=session_id,
+        request_id=request_id,
+        status=Run.Status.QUEUED,
+    )
+
+
+def run_execute(*, run_id: int, arguments: Any) -> RunOutcome | None:
+    """Execute a queued run in this process (a worker), as `workflow_call` does.
+
+    The run is claimed with a conditional update, so a task delivered twice, or one for a
+    run cancelled (or reaped) meanwhile, executes nothing: then None.
+    """
+    now = timezone.now()
+    claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
+        status=Run.Status.RUNNING, started_at=now, heartbeat_at=now, worker=liveness.process_label()
+    )
+    if not claimed:
+        logger.info("Run %s is not queued any more (cancelled or taken): skipped", run_id)
+        return None
+    run = Run.objects.select_related("version").get(pk=run_id)
+    return _execute(run, _prepare(run.version), arguments, None, None)
+
+
+def _execute(
+    run: Run,
+    prepared: _Prepared,
+    arguments: Any,
+    progress: Progress | None,
+    cancel: CancelToken | None,
+) -> RunOutcome:
+    """Run the engine on a started run, with its heartbeat, and record how it ended."""
+    recorder = HistoryRecorder(run, progress)
+    started = time.perf_counter()
+    with liveness.registry.watching(run.pk, cancel) as token:
+        try:
+            result = execute(
+                prepared.compiled,
+                arguments,
+                call_tool=_downstream(prepared.servers),
+                limits=prepared.limits,
+                observer=recorder,
+                cancel=token,
+            )
+        except GraphRunError as exc:
+            return _finish(run, recorder, started, error=exc)
+        except Exception as exc:
+            logger.exception("Run %s of %s failed unexpectedly", run.pk, run.workflow_name)
+            message = f"Internal error ({exc.__class__.__name__}: {exc}); it is logged."
+            return _finish(run, recorder, started, failure=message)
+        except BaseException:
+            _finish(run, recorder, started, failure="The server was interrupted during the run.")
+            raise
+    return _finish(run, recorder, started, result=result)
+
+
+def _finish(
+    run: Run,
+    recorder: HistoryRecorder,
+    started: float,
+    *,
+    result: Any = None,
+    error: GraphRunError | None = None,
+    failure: str = "",
+) -> RunOutcome:
+    """Write the rest of the history and the run's outcome: its result, the engine's `error`,
+    or a `failure` outside the engine's making."""
+    recorder.flush()
+    run.finished_at = timezone.now()
+    run.duration_ms = (time.perf_counter() - started) * 1000
+    run.node_count = recorder.node_count
+    run.truncated = recorder.truncated
+    if error is not None:
+        run.status = _status_of(error)
+        run.error = str(error)
+        run.error_node_id = error.node_id or ""
+    elif failure:
+        run.status = Run.Status.FAILED
+        run.error = failure
+    else:
+        run.status = Run.Status.SUCCEEDED
+        run.result, truncated = storable(result, recorder.max_bytes)
+        run.truncated |= truncated
+    run.save(
+        update_fields=[
+            "status",
+            "result",
+            "error",
+            "error_node_id",
+            "node_count",
+            "truncated",
+            "finished_at",
+            "duration_ms",
+        ]
+    )
+    return RunOutcome(run.pk, run.status, result, run.error, run.error_node_id)

@@ -1,0 +1,264 @@
+"""Reads of the run history for the reviewer pages, each with its joins and columns chosen.
+
+The runs list pages by keyset: a cursor is the (created_at, id) of a row, and a page is the
+rows just before (older) or just after (newer) it in that order. Each filter has an index
+that starts with it and ends with (created_at, id) (see `Run.Meta.indexes`), so a page is a
+short range scan at row 5,000,000 as at row 1; nothing counts the table or skips by OFFSET.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db.models import Prefetch, Q, QuerySet
+from django.db.models.functions import Left
+
+from graphs.models import NodeExecution, Run, Workflow, WorkflowVersion
+
+RUNS_PER_PAGE = 50
+STEPS_PER_PAGE = 500
+# The workflows page's figures are over each workflow's latest runs, not all of them, so the
+# page costs the same whatever the history's size.
+RECENT_RUNS = 1000
+VERSIONS_SHOWN = 5
+ERROR_SUMMARY_CHARS = 200
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """A position in the runs list: the (created_at, id) of a row."""
+
+    created_at: datetime
+    id: int
+
+    @classmethod
+    def of(cls, run: Run) -> Cursor:
+        return cls(run.created_at, run.pk)
+
+    @classmethod
+    def parse(cls, token: str) -> Cursor:
+        """Read a token made by `token()`; raises ValueError when it is not one."""
+        micros, _, run_id = token.partition("-")
+        return cls(_EPOCH + int(micros) * _MICROSECOND, int(run_id))
+
+    def token(self) -> str:
+        """The cursor as a short URL-safe string: microseconds since the epoch, then the id."""
+        return f"{(self.created_at - _EPOCH) // _MICROSECOND}-{self.id}"
+
+
+@dataclass(frozen=True)
+class RunFilters:
+    workflow_id: int | None = None
+    status: str = ""
+    caller: str = ""
+    since: datetime | None = None
+    until: datetime | None = None
+    run_id: int | None = None
+
+
+@dataclass(frozen=True)
+class RunPage:
+    runs: list[Run]
+    # Cursors of the neighbouring pages; None where there is nothing more that way.
+    older: Cursor | None
+    newer: Cursor | None
+
+
+def _filtered(filters: RunFilters) -> QuerySet[Run]:
+    conditions = Q()
+    if filters.run_id is not None:
+        conditions &= Q(pk=filters.run_id)
+    if filters.workflow_id is not None:
+        conditions &= Q(workflow_id=filters.workflow_id)
+    if filters.status:
+        conditions &= Q(status=filters.status)
+    if filters.caller:
+        conditions &= Q(caller=filters.caller)
+    if filters.since is not None:
+        conditions &= Q(created_at__gte=filters.since)
+    if filters.until is not None:
+        conditions &= Q(created_at__lt=filters.until)
+    return Run.objects.filter(conditions)
+
+
+def _before(cursor: Cursor) -> Q:
+    # (created_at, id) < cursor, written so that `created_at <= c` bounds the index range
+    # scan and the rest only sorts out rows of the same instant; an OR of the two cases
+    # would make PostgreSQL scan every older row.
+    return Q(created_at__lte=cursor.created_at) & (
+        Q(created_at__lt=cursor.created_at) | Q(pk__lt=cursor.id)
+    )
+
+
+def _after(cursor: Cursor) -> Q:
+    return Q(created_at__gte=cursor.created_at) & (
+        Q(created_at__gt=cursor.created_at) | Q(pk__gt=cursor.id)
+    )
+
+
+def run_list(
+    *,
+    filters: RunFilters,
+    before: Cursor | None = None,
+    after: Cursor | None = None,
+    size: int = RUNS_PER_PAGE,
+) -> RunPage:
+    """A page of runs, newest first: the newest, those older than `before`, or those newer
+    than `after`. One query; each run has its version and a short `error_summary`."""
+    runs = (
+        _filtered(filters)
+        .select_related("version")
+        .only(
+            "workflow_id",
+            "workflow_name",
+            "status",
+            "caller",
+            "node_count",
+            "truncated",
+            "created_at",
+            "duration_ms",
+            "error_node_id",
+            "version__number",
+        )
+        .annotate(error_summary=Left("error", ERROR_SUMMARY_CHARS))
+    )
+    if after is not None:
+        rows = list(runs.filter(_after(after)).order_by("created_at", "id")[: size + 1])
+        more_newer = len(rows) > size
+        rows = rows[:size][::-1]
+        return RunPage(
+            rows,
+            older=Cursor.of(rows[-1]) if rows else after,
+            newer=Cursor.of(rows[0]) if more_newer else None,
+        )
+    if before is not None:
+        runs = runs.filter(_before(before))
+    rows = list(runs.order_by("-created_at", "-id")[: size + 1])
+    return RunPage(
+        rows[:size],
+        older=Cursor.of(rows[size - 1]) if len(rows) > size else None,
+        newer=Cursor.of(rows[0]) if before is not None and rows else None,
+    )
+
+
+def workflow_choices() -> list[tuple[int, str]]:
+    """(id, name) of every workflow, for the runs filter."""
+    return list(Workflow.objects.order_by("name").values_list("id", "name"))
+
+
+def run_get(*, run_id: int) -> Run:
+    """A run with the version it ran (whose definition the drawing needs)."""
+    return Run.objects.select_related("version").get(pk=run_id)
+
+
+def run_path_steps(*, run: Run) -> list[tuple[str, str]]:
+    """(node_id, status) of every execution of a run, in order: the path to draw."""
+    return list(run.node_executions.order_by("index").values_list("node_id", "status"))
+
+
+@dataclass(frozen=True)
+class Step:
+    """One node execution and its input: the output of the one before, or the arguments."""
+
+    execution: NodeExecution
+    input: Any
+
+
+def run_steps(*, run: Run, start: int = 0, size: int = STEPS_PER_PAGE) -> list[Step]:
+    """The executions of a run from index `start`, at most `size`, with their inputs.
+
+    One query reads the page and the execution before it, whose output is the first input.
+    """
+    rows = list(
+        run.node_executions.filter(index__gte=start - 1, index__lt=start + size).order_by("index")
+    )
+    previous: Any = run.arguments
+    steps = []
+    for row in rows:
+        if row.index >= start:
+            steps.append(Step(row, previous))
+        previous = row.output
+    return steps
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """Figures over a workflow's latest runs (at most `RECENT_RUNS` of them)."""
+
+    runs: int
+    since: datetime | None
+    finished: int
+    succeeded: int
+    p50_ms: float | None
+    p95_ms: float | None
+
+    @property
+    def success_rate(self) -> float | None:
+        return self.succeeded / self.finished if self.finished else None
+
+
+def percentile(ordered: Sequence[float], fraction: float) -> float | None:
+    """The value at `fraction` (0..1) of sorted values, interpolated between neighbours."""
+    if not ordered:
+        return None
+    position = (len(ordered) - 1) * fraction
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def workflow_overview() -> list[Workflow]:
+    """Every workflow with its current version and its latest versions (`recent_versions`)."""
+    versions = WorkflowVersion.objects.only(
+        "workflow_id", "number", "created_at", "author_name", "comment"
+    ).order_by("-number")[:VERSIONS_SHOWN]
+    return list(
+        Workflow.objects.select_related("current_version")
+        .prefetch_related(Prefetch("versions", queryset=versions, to_attr="recent_versions"))
+        .order_by("name")
+    )
+
+
+def recent_run_figures(
+    *, workflow_ids: Sequence[int], window: int = RECENT_RUNS
+) -> dict[int, RunFigures]:
+    """Figures of each workflow over its latest `window` runs, in one query.
+
+    Each workflow's latest runs come from its index (a bounded range scan), joined in one
+    UNION ALL; the percentiles are computed here over at most `window` durations each.
+    """
+    if not workflow_ids:
+        return {}
+    parts = [
+        Run.objects.filter(
+            pk__in=Run.objects.filter(workflow_id=workflow_id)
+            .order_by("-created_at", "-id")
+            .values("pk")[:window]
+        )
+        .order_by()  # a member of a UNION may not be ordered (SQLite)
+        .values_list("workflow_id", "status", "duration_ms", "created_at")
+        for workflow_id in workflow_ids
+    ]
+    rows = parts[0].union(*parts[1:], all=True) if len(parts) > 1 else parts[0]
+    collected: dict[int, list[tuple[str, float | None, datetime]]] = {}
+    for workflow_id, status, duration_ms, created_at in rows:
+        collected.setdefault(workflow_id, []).append((status, duration_ms, created_at))
+    figures = {}
+    for workflow_id, runs in collected.items():
+        finished = [(s, d) for s, d, _ in runs if s in Run.FINISHED]
+        durations = sorted(d for _, d in finished if d is not None)
+        figures[workflow_id] = RunFigures(
+            runs=len(runs),
+            since=min(created_at for _, _, created_at in runs),
+            finished=len(finished),
+            succeeded=sum(1 for s, _ in finished if s == Run.Status.SUCCEEDED),
+            p50_ms=percentile(durations, 0.5),
+            p95_ms=percentile(durations, 0.95),
+        )
+    return figures

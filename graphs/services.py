@@ -1,0 +1,127 @@
+"""Writes to workflows: every change goes through `workflow_save`, so each one is validated by
+the engine and frozen into a new `WorkflowVersion`, whether it comes from the admin or from an
+imported graph file (graphs/files.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from graphs import toolset
+from graphs.engine import DefinitionError, ExecutionLimits, ToolGraph, parse_tool, tool_to_dict
+from graphs.models import Workflow, WorkflowVersion
+from nodespecs.models import Provider
+
+# Tool names the MCP endpoint serves itself; a workflow may not take one (filled at start-up
+# by the endpoint app, which knows its tools; graphs must not import it).
+RESERVED_TOOL_NAMES: set[str] = set()
+
+LIMIT_KEYS = {
+    "maxNodeExecutions": "max_node_executions",
+    "maxExecutionTimeMs": "max_execution_time_ms",
+}
+
+
+def workflow_tool_mapping(workflow: Workflow) -> dict[str, Any]:
+    """The workflow as a tool mapping of the graph YAML format (what the engine parses)."""
+    mapping: dict[str, Any] = {
+        "name": workflow.name,
+        "description": workflow.description,
+        "inputSchema": workflow.input_schema,
+    }
+    if workflow.output_schema is not None:
+        mapping["outputSchema"] = workflow.output_schema
+    mapping["nodes"] = workflow.nodes
+    return mapping
+
+
+def limits_from_mapping(raw: dict[str, Any] | None) -> ExecutionLimits:
+    """`executionLimits` as the engine takes them; a bad value says which and how to fix it."""
+    raw = raw or {}
+    unknown = sorted(set(raw) - set(LIMIT_KEYS))
+    if unknown:
+        raise ValidationError(
+            {"limits": f"Unknown limit {', '.join(unknown)}; use {', '.join(LIMIT_KEYS)}."}
+        )
+    values = {}
+    for key, field in LIMIT_KEYS.items():
+        if key not in raw:
+            continue
+        value = raw[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValidationError(
+                {"limits": f"{key} must be a whole number above 0, not {value!r}."}
+            )
+        values[field] = value
+    return ExecutionLimits(**values)
+
+
+def workflow_validate(workflow: Workflow) -> ToolGraph:
+    """Check a workflow as the engine will run it; `ValidationError` keyed by model field."""
+    if workflow.name in RESERVED_TOOL_NAMES:
+        raise ValidationError(
+            {"name": f"{workflow.name!r} is a built-in tool of this server; choose another name."}
+        )
+    limits_from_mapping(workflow.limits)
+    if not isinstance(workflow.servers, dict):
+        raise ValidationError({"servers": "Map each server name the nodes use to a provider id."})
+    if workflow.servers:
+        bound = set(workflow.servers.values())
+        known = set(Provider.objects.filter(pk__in=bound).values_list("pk", flat=True))
+        missing = sorted(name for name, pk in workflow.servers.items() if pk not in known)
+        if missing:
+            raise ValidationError(
+                {"servers": f"No provider for server {', '.join(missing)}: register it first."}
+            )
+    try:
+        return parse_tool(workflow_tool_mapping(workflow), server_names=workflow.servers.keys())
+    except DefinitionError as exc:
+        raise ValidationError({"nodes": exc.problems}) from None
+
+
+def _digest(*parts: Any) -> str:
+    canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@transaction.atomic
+def workflow_save(
+    *, workflow: Workflow, author: AbstractBaseUser | None = None, comment: str = ""
+) -> WorkflowVersion | None:
+    """Validate and save a workflow; freeze a new version when its graph changed.
+
+    Returns the new version, or None when only non-graph fields (such as `enabled`) changed.
+    Raises `ValidationError` keyed by field when the workflow is invalid.
+    """
+    tool = workflow_validate(workflow)
+    definition = tool_to_dict(tool)
+    digest = _digest(definition, workflow.limits, workflow.servers)
+    workflow.save()
+    toolset.workflows_changed()
+    current = workflow.current_version
+    if current is not None and current.digest == digest:
+        return None
+    version = WorkflowVersion.objects.create(
+        workflow=workflow,
+        number=WorkflowVersion.next_number(workflow.versions),
+        definition=definition,
+        limits=workflow.limits,
+        servers=workflow.servers,
+        digest=digest,
+        **WorkflowVersion.authored(author, comment),
+    )
+    workflow.current_version = version
+    workflow.save(update_fields=["current_version"])
+    return version
+
+
+def workflow_set_enabled(*, workflow: Workflow, enabled: bool) -> None:
+    """Enable or disable a workflow; `tools/list` changes at once."""
+    workflow.enabled = enabled
+    workflow.save(update_fields=["enabled", "updated_at"])
+    toolset.workflows_changed()

@@ -1,0 +1,13 @@
+"""The reviewer history pages (docs/history.md)."""
+
+from django.urls import path
+
+from graphs.pages import views
+
+app_name = "graphs"
+
+urlpatterns = [
+    path("runs/", views.run_list, name="run_list"),
+    path("runs/<int:run_id>/", views.run_detail, name="run_detail"),
+    path("workflows/", views.workflow_list, name="workflows"),
+]

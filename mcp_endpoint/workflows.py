@@ -1,0 +1,152 @@
+"""Workflows as MCP tools: their `tools/list` entries, and a call's run turned into a result.
+
+A run's outcome maps onto the protocol as follows: the exit value as text (a string as it is,
+anything else as JSON) and, when the workflow declares an output schema, as
+`structuredContent` (wrapped as `{"result": value}` when the value is not an object but the
+schema asks for one); a failed run is an `isError` result naming the node, the cause and the
+run id, so the agent can report or retry it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import jsonschema
+from django.conf import settings
+from mcp import types
+
+from graphs.control import run_cancel_request, workflow_invoke
+from graphs.models import Run
+from graphs.runs import WorkflowCallError
+from graphs.toolset import WorkflowTool, workflow_tools
+
+if TYPE_CHECKING:
+    from mcp_endpoint.dispatch import CallContext
+
+
+RUN_ID_META = "io.switchyard/runId"
+
+# By version: a version's name, description and schemas never change.
+_entries: dict[tuple[int, str], types.Tool] = {}
+
+
+def _tool_entry(tool: WorkflowTool) -> types.Tool:
+    key = (tool.version_id, tool.digest)
+    entry = _entries.get(key)
+    if entry is None:
+        if len(_entries) > 4096:
+            _entries.clear()
+        entry = _entries[key] = _new_entry(tool)
+    return entry
+
+
+def _new_entry(tool: WorkflowTool) -> types.Tool:
+    return types.Tool(
+        name=tool.name,
+        description=tool.description,
+        input_schema=tool.input_schema or {"type": "object"},
+        output_schema=tool.output_schema,
+        annotations=types.ToolAnnotations(
+            # A workflow calls other servers whose effects are unknown here.
+            read_only_hint=False,
+            open_world_hint=True,
+        ),
+    )
+
+
+def workflow_tool_list() -> list[types.Tool]:
+    """The enabled workflows as tools, in name order."""
+    return [_tool_entry(tool) for tool in workflow_tools().values()]
+
+
+def _error(message: str, run_id: int | None = None) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=f"Error: {message}")],
+        is_error=True,
+        meta={RUN_ID_META: run_id} if run_id is not None else None,
+    )
+
+
+def structured_result(value: Any, output_schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The `structuredContent` for an exit value under a tool's output schema, if any."""
+    if output_schema is None:
+        return None
+    if isinstance(value, dict):
+        return value
+    return {"result": value}
+
+
+def call_workflow(
+    tool: WorkflowTool, arguments: dict[str, Any] | None, context: CallContext
+) -> types.CallToolResult:
+    """Run a workflow for a `tools/call` and answer with its result or its failure."""
+
+    def progress(done: int, message: str) -> None:
+        context.progress(done, None, message)
+
+    try:
+        outcome = workflow_invoke(
+            name=tool.name,
+            arguments=arguments if arguments is not None else {},
+            caller=context.caller,
+            session_id=context.session_id,
+            request_id=context.request_id,
+            version=(tool.version_id, tool.digest),
+            progress=progress,
+        )
+    except WorkflowCallError as exc:
+        return _error(str(exc))
+    if outcome.status in Run.ACTIVE:
+        return _error(
+            f"Workflow {tool.name!r} is still {outcome.status} after "
+            f"{settings.GRAPHS_RUN_WAIT_SECONDS:g} s (run {outcome.run_id}); it goes on in the "
+            "background, so do not call it again for the same work. Its outcome will be in "
+            f"the history as run {outcome.run_id}; cancel it with "
+            f"POST /api/v1/runs/{outcome.run_id}/cancel.",
+            run_id=outcome.run_id,
+        )
+    if not outcome.succeeded:
+        where = f" at node {outcome.error_node_id!r}" if outcome.error_node_id else ""
+        return _error(
+            f"Workflow {tool.name!r} {outcome.status}{where}: {outcome.error} "
+            f"(run {outcome.run_id}).",
+            run_id=outcome.run_id,
+        )
+    value = outcome.result
+    structured = structured_result(value, tool.output_schema)
+    if structured is not None:
+        problem = next(
+            iter(
+                jsonschema.validators.validator_for(tool.output_schema)(
+                    tool.output_schema
+                ).iter_errors(structured)
+            ),
+            None,
+        )
+        if problem is not None:
+            return _error(
+                f"Workflow {tool.name!r} returned a value that does not match its outputSchema "
+                f"({problem.message}); fix the exit's input or the schema (run {outcome.run_id})."
+            )
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        structured_content=structured,
+        meta={RUN_ID_META: outcome.run_id},
+    )
+
+
+def cancel_notification(params: Any, *, caller: str, session_id: str = "") -> None:
+    """`notifications/cancelled`: stop the workflow run the named request started, if any."""
+    if not isinstance(params, dict) or not isinstance(params.get("requestId"), (str, int)):
+        return  # a malformed notification gets no answer either way
+    reason = "The client cancelled the call"
+    if params.get("reason"):
+        reason += f": {params['reason']}"
+    run_cancel_request(
+        caller=caller,
+        session_id=session_id,
+        request_id=json.dumps(params["requestId"]),
+        reason=reason,
+    )

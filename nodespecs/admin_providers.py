@@ -1,0 +1,229 @@
+"""Admin for providers: register MCP servers, refresh their tools, keep their secrets hidden.
+
+`env` and `headers` are edited as text, one `NAME=value` (env) or `Name: value` (headers)
+per line. Their stored values are never sent to the browser: the form shows the names
+alone, a line with nothing after the separator keeps the stored value, a line with a value
+replaces it, and a deleted line removes it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import Count, Q, QuerySet
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html_join
+
+from nodespecs.models import Provider
+from nodespecs.providers import ProviderRefreshError, provider_refresh
+
+_TEXTAREA = {"rows": 4, "cols": 80, "class": "vLargeTextField"}
+
+
+class LinesField(forms.CharField):
+    """A list of strings edited one per line (blank lines are dropped)."""
+
+    widget = forms.Textarea(attrs=_TEXTAREA)
+
+    def prepare_value(self, value: Any) -> Any:
+        return "\n".join(value) if isinstance(value, list) else value
+
+    def to_python(self, value: Any) -> list[str]:
+        return [line.strip() for line in (value or "").splitlines() if line.strip()]
+
+
+class SecretMapField(forms.Field):
+    """A mapping of names to secret values, one `NAME<separator>value` per line.
+
+    Cleans to {name: value}, where an empty value means "keep the stored one" (the form
+    resolves it). Only names are ever rendered, whether from the stored mapping or from
+    what was just submitted.
+    """
+
+    widget = forms.Textarea(attrs=_TEXTAREA)
+
+    def __init__(self, *, separator: str, example: str, **kwargs: Any) -> None:
+        self.separator = separator
+        self.example = example
+        kwargs.setdefault("required", False)
+        super().__init__(**kwargs)
+
+    def prepare_value(self, value: Any) -> str:
+        if isinstance(value, dict):
+            names = list(value)
+        else:
+            names = [
+                line.partition(self.separator)[0].strip() for line in (value or "").splitlines()
+            ]
+        return "\n".join(f"{name}{self.separator}" for name in names if name)
+
+    def to_python(self, value: Any) -> dict[str, str]:
+        pairs: dict[str, str] = {}
+        for number, line in enumerate((value or "").splitlines(), start=1):
+            if not line.strip():
+                continue
+            name, separator, secret = line.partition(self.separator)
+            if not separator or not name.strip():
+                raise forms.ValidationError(
+                    f"Line {number} is not in the form {self.example}: write one per line."
+                )
+            pairs[name.strip()] = secret.strip()
+        return pairs
+
+    def has_changed(self, initial: Any, data: Any) -> bool:
+        try:
+            submitted = self.to_python(data)
+        except forms.ValidationError:
+            return True
+        return set(submitted) != set(initial or {}) or any(submitted.values())
+
+
+class ProviderForm(forms.ModelForm):
+    args = LinesField(required=False, help_text="stdio: the command's arguments, one per line.")
+    env = SecretMapField(
+        separator="=",
+        example="NAME=value",
+        help_text="stdio: environment variables, one NAME=value per line. Stored values are "
+        "never shown: NAME= (nothing after =) keeps the stored value, NAME=new replaces it, "
+        "deleting the line removes it.",
+    )
+    headers = SecretMapField(
+        separator=":",
+        example="Name: value",
+        help_text="HTTP: request headers, one Name: value per line, e.g. Authorization: "
+        "Bearer …. Stored values are never shown: Name: (nothing after :) keeps the stored "
+        "value, Name: new replaces it, deleting the line removes it.",
+    )
+
+    class Meta:
+        model = Provider
+        fields = (
+            "name",
+            "title",
+            "enabled",
+            "transport",
+            "command",
+            "args",
+            "env",
+            "cwd",
+            "url",
+            "headers",
+            "timeout_seconds",
+        )
+
+    def _with_stored(self, field: str) -> dict[str, str]:
+        """The submitted mapping with each empty value replaced by the stored one."""
+        stored = getattr(self.instance, field) or {}
+        merged = {}
+        for name, value in self.cleaned_data[field].items():
+            if value:
+                merged[name] = value
+            elif name in stored:
+                merged[name] = stored[name]
+            else:
+                raise forms.ValidationError(f"{name} has no value: give one after the separator.")
+        return merged
+
+    def clean_env(self) -> dict[str, str]:
+        return self._with_stored("env")
+
+    def clean_headers(self) -> dict[str, str]:
+        return self._with_stored("headers")
+
+
+@admin.register(Provider)
+class ProviderAdmin(admin.ModelAdmin):
+    form = ProviderForm
+    list_display = (
+        "name",
+        "title",
+        "transport",
+        "enabled",
+        "tool_count",
+        "last_refreshed_at",
+        "error",
+    )
+    list_filter = ("enabled", "transport")
+    search_fields = ("name", "title", "command", "url")
+    actions = ["refresh_tools"]
+    readonly_fields = ("last_refreshed_at", "last_error", "tools", "created_at", "updated_at")
+    fieldsets = (
+        (None, {"fields": ("name", "title", "enabled")}),
+        (
+            "Server",
+            {
+                "fields": (
+                    "transport",
+                    "command",
+                    "args",
+                    "env",
+                    "cwd",
+                    "url",
+                    "headers",
+                    "timeout_seconds",
+                )
+            },
+        ),
+        ("Tools", {"fields": ("last_refreshed_at", "last_error", "tools")}),
+        ("Record", {"fields": ("created_at", "updated_at")}),
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Provider]:
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                tool_total=Count("specs"),
+                tool_available=Count("specs", filter=Q(specs__available=True)),
+            )
+        )
+
+    @admin.display(description="tools", ordering="tool_available")
+    def tool_count(self, provider: Provider) -> str:
+        missing = provider.tool_total - provider.tool_available
+        suffix = f" ({missing} unavailable)" if missing else ""
+        return f"{provider.tool_available}{suffix}"
+
+    @admin.display(description="last error")
+    def error(self, provider: Provider) -> str:
+        text = provider.last_error
+        return text if len(text) <= 80 else text[:77] + "..."
+
+    @admin.display(description="node specs")
+    def tools(self, provider: Provider) -> str:
+        specs = list(provider.specs.order_by("display_name")) if provider.pk else []
+        if not specs:
+            return "None yet: use the “Refresh tools” action on the provider list."
+        return format_html_join(
+            "",
+            '<div><a href="{}">{}</a>{}</div>',
+            (
+                (
+                    reverse("admin:nodespecs_nodespec_change", args=[spec.pk]),
+                    spec.display_name,
+                    "" if spec.available else " (unavailable)",
+                )
+                for spec in specs
+            ),
+        )
+
+    @admin.action(
+        description="Refresh tools: list each server's tools into node specs",
+        permissions=["change"],
+    )
+    def refresh_tools(self, request: HttpRequest, queryset: QuerySet[Provider]) -> None:
+        for provider in queryset:
+            try:
+                report = provider_refresh(provider=provider)
+            except ProviderRefreshError as exc:
+                self.message_user(
+                    request, f"Could not refresh {provider.name}: {exc}", messages.ERROR
+                )
+                continue
+            level = messages.WARNING if report.failed else messages.SUCCESS
+            self.message_user(request, f"Refreshed {provider.name}: {report.summary()}.", level)
+            for name, reason in report.failed.items():
+                self.message_user(request, f"Not written: {name}: {reason}.", messages.WARNING)

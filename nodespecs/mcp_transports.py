@@ -1,0 +1,343 @@
+"""How each kind of downstream MCP server is reached, and what to say when reaching it fails.
+
+Used by `nodespecs.mcp_client` only. A transport here is the SDK's own (`stdio_client`,
+`streamable_http_client`, `sse_client`) wrapped so that a failure can be explained:
+a stdio server's stderr is kept (the last few KiB) and its exit status recorded, an HTTP
+server's last error status is remembered, and the end of the server's message stream is
+noticed so the pool can restart a dead server before sending it anything.
+
+A stdio server gets the SDK's safe environment (PATH, HOME...), this process's
+`npm_config_*` variables and the connection's own `env`, nothing else of ours.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import httpx2
+from mcp.client._transport import TransportStreams
+from mcp.client.sse import sse_client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.types import CONNECTION_CLOSED
+
+if TYPE_CHECKING:
+    from nodespecs.mcp_client import Connection
+
+logger = logging.getLogger("nodespecs.mcp_client")
+
+
+class DownstreamError(Exception):
+    """A downstream MCP server could not be reached or failed; the message names the server
+    and says what to check."""
+
+
+class DownstreamTimeout(DownstreamError):
+    """A downstream MCP server did not answer (or start) in time."""
+
+
+# The server runs under `sh`, which reports the server's exit status on stderr when it ends:
+# the SDK keeps the process object to itself, and the status is what tells an operator a
+# crash (code 1, 139...) from a server that quit on purpose.
+_EXIT_MARK = "[switchyard] server exited with code "
+_REPORT_EXIT = f'"$@"; code=$?; echo "{_EXIT_MARK}$code" >&2; exit $code'
+# How much of a server's stderr is kept for error messages, and how many lines are quoted.
+_STDERR_KEEP_BYTES = 8192
+_STDERR_QUOTE_LINES = 8
+# How long to wait for a dead server's last stderr output before explaining its death.
+_STDERR_SETTLE_SECONDS = 1.0
+# HTTP read timeout: a Streamable HTTP server may hold a response stream open for long;
+# each call has its own deadline on top of this.
+_HTTP_READ_TIMEOUT = 300.0
+
+
+class StderrTail(asyncio.Protocol):
+    """Reads a stdio server's stderr pipe, keeping the end of it for error messages."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._data = bytearray()
+        self.closed = asyncio.Event()
+
+    def data_received(self, data: bytes) -> None:
+        self._data += data
+        del self._data[: max(0, len(self._data) - _STDERR_KEEP_BYTES)]
+        for line in data.decode("utf-8", "replace").splitlines():
+            logger.debug("%s stderr: %s", self._name, line)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed.set()
+
+    def exit_code(self) -> int | None:
+        for line in reversed(self._lines()):
+            if line.startswith(_EXIT_MARK):
+                return int(line[len(_EXIT_MARK) :])
+        return None
+
+    def quote(self) -> str:
+        lines = [line for line in self._lines() if not line.startswith(_EXIT_MARK)]
+        if not lines:
+            return "it wrote nothing to stderr"
+        return "its last stderr lines: " + " | ".join(lines[-_STDERR_QUOTE_LINES:])
+
+    def _lines(self) -> list[str]:
+        text = self._data.decode("utf-8", "replace")
+        return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+class Diagnostics:
+    """What one live connection's transport saw, to explain its failures."""
+
+    def __init__(self) -> None:
+        self.stderr: StderrTail | None = None
+        # The last HTTP error answer (status, reason), cleared by a successful answer.
+        self.http_error: tuple[int, str] | None = None
+        self.stream_ended = False
+
+
+class _WatchedReadStream:
+    """The transport's read stream, calling `on_end` when it ends (the server hung up)."""
+
+    def __init__(self, stream: Any, on_end: Callable[[], None]) -> None:
+        self._stream = stream
+        self._on_end = on_end
+
+    async def receive(self) -> Any:
+        try:
+            return await self._stream.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            self._on_end()
+            raise
+
+    def __aiter__(self) -> _WatchedReadStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> _WatchedReadStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __getattr__(self, name: str) -> Any:
+        # `last_context` and anything else the SDK's dispatcher looks up on its stream.
+        return getattr(self._stream, name)
+
+
+def _resolve_command(connection: Connection) -> str:
+    """The executable's full path, or a DownstreamError saying why there is none."""
+    command = connection.command
+    if os.sep in command:
+        path = os.path.join(connection.cwd or os.getcwd(), command)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+        raise DownstreamError(
+            f"{connection.describe()} cannot start: {path} is not an executable file. "
+            "Check the provider's command and working directory."
+        )
+    search_path = dict(connection.env).get("PATH") or os.environ.get("PATH", os.defpath)
+    found = shutil.which(command, path=search_path)
+    if found is None:
+        raise DownstreamError(
+            f"{connection.describe()} cannot start: command {command!r} was not found on PATH "
+            f"({search_path}). Install it, or give its full path as the provider's command."
+        )
+    return found
+
+
+def _inherited_npm_config() -> dict[str, str]:
+    """This process's `npm_config_*` variables, which stdio servers inherit on top of the
+    SDK's short list of safe variables: servers started with `npx` then follow the operator's
+    npm settings (a registry mirror, an offline cache)."""
+    return {
+        name: value for name, value in os.environ.items() if name.lower().startswith("npm_config_")
+    }
+
+
+@asynccontextmanager
+async def _stdio(connection: Connection, diagnostics: Diagnostics) -> AsyncIterator[Any]:
+    command = _resolve_command(connection)
+    parameters = StdioServerParameters(
+        command="/bin/sh",
+        args=["-c", _REPORT_EXIT, "sh", command, *connection.args],
+        env=_inherited_npm_config() | dict(connection.env) or None,
+        cwd=connection.cwd or None,
+    )
+    read_fd, write_fd = os.pipe()
+    diagnostics.stderr = StderrTail(connection.name)
+    pipe, _ = await asyncio.get_running_loop().connect_read_pipe(
+        lambda: diagnostics.stderr, os.fdopen(read_fd, "rb", buffering=0)
+    )
+    errlog = os.fdopen(write_fd, "w")
+    try:
+        async with stdio_client(parameters, errlog=errlog) as streams:
+            # The server holds its own copy now; closing ours lets the pipe end when it exits.
+            errlog.close()
+            yield streams
+    finally:
+        errlog.close()
+        if not diagnostics.stderr.closed.is_set():
+            # A server that is still alive here was killed by the SDK; its pipe ends with it.
+            with anyio.move_on_after(_STDERR_SETTLE_SECONDS):
+                await diagnostics.stderr.closed.wait()
+        pipe.close()
+
+
+def _http_client(connection: Connection, diagnostics: Diagnostics, **kwargs: Any) -> Any:
+    """An HTTP client that remembers the last error status, for error messages."""
+
+    async def note_status(response: httpx2.Response) -> None:
+        diagnostics.http_error = (
+            (response.status_code, response.reason_phrase) if response.status_code >= 400 else None
+        )
+
+    return httpx2.AsyncClient(
+        **{"headers": dict(connection.headers), **kwargs},
+        event_hooks={"response": [note_status]},
+    )
+
+
+def open_transport(
+    connection: Connection, diagnostics: Diagnostics, *, on_end: Callable[[], None]
+) -> Any:
+    """The SDK transport for `connection` (an async context manager of its streams);
+    `on_end` is called when the server's side of it ends."""
+
+    @asynccontextmanager
+    async def watched() -> AsyncIterator[TransportStreams]:
+        def ended() -> None:
+            diagnostics.stream_ended = True
+            on_end()
+
+        async with _transport(connection, diagnostics) as (read_stream, write_stream):
+            yield _WatchedReadStream(read_stream, ended), write_stream
+
+    return watched()
+
+
+def _transport(connection: Connection, diagnostics: Diagnostics) -> Any:
+    if connection.transport == "stdio":
+        return _stdio(connection, diagnostics)
+    timeout = httpx2.Timeout(connection.timeout_seconds, read=_HTTP_READ_TIMEOUT)
+    if connection.transport == "sse":
+
+        def sse_http_client(
+            headers: Any = None, timeout: Any = timeout, auth: Any = None
+        ) -> httpx2.AsyncClient:
+            return _http_client(connection, diagnostics, timeout=timeout, auth=auth)
+
+        return sse_client(
+            connection.url, timeout=connection.timeout_seconds, httpx_client_factory=sse_http_client
+        )
+    return _streamable_http(connection, diagnostics, timeout)
+
+
+@asynccontextmanager
+async def _streamable_http(
+    connection: Connection, diagnostics: Diagnostics, timeout: httpx2.Timeout
+) -> AsyncIterator[Any]:
+    # The SDK leaves a client it is given open: this one is closed here.
+    async with (
+        _http_client(connection, diagnostics, timeout=timeout) as http_client,
+        streamable_http_client(connection.url, http_client=http_client) as streams,
+    ):
+        yield streams
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups, or the exception itself."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+async def _gone(connection: Connection, diagnostics: Diagnostics, during: str) -> str:
+    """Why a server stopped answering: its exit code and stderr, or its HTTP status."""
+    where = connection.describe()
+    tail = diagnostics.stderr
+    if tail is not None:
+        with anyio.move_on_after(_STDERR_SETTLE_SECONDS):
+            await tail.closed.wait()
+        code = tail.exit_code()
+        how = "exited" if code is None else f"exited with code {code}"
+        return f"{where} {how} {during}; {tail.quote()}."
+    if diagnostics.http_error:
+        return _http_problem(where, *diagnostics.http_error, during=during)
+    return f"{where} closed the connection {during}."
+
+
+def _http_problem(where: str, status: int, reason: str, *, during: str) -> str:
+    """An HTTP error status and what to check about it."""
+    if status in (401, 403):
+        hint = "check the credentials in the provider's headers (e.g. Authorization)"
+    elif status == 404:
+        hint = "check the provider's URL (the MCP endpoint's path, e.g. /mcp)"
+    else:
+        hint = "check the server's logs"
+    return f"{where} answered HTTP {status} {reason} {during}; {hint}."
+
+
+def _network_reason(exc: BaseException) -> str:
+    """The operating system's words for a network failure ("Connection refused"), found in
+    the exception's chain; HTTP clients wrap it in vaguer messages."""
+    cause: BaseException | None = exc
+    for _ in range(10):
+        if cause is None:
+            break
+        if isinstance(cause, OSError) and cause.errno:
+            return os.strerror(cause.errno)
+        cause = cause.__cause__ or cause.__context__
+    return str(exc).rstrip(".") or type(exc).__name__
+
+
+async def explain(
+    exc: BaseException, connection: Connection, diagnostics: Diagnostics, *, during: str
+) -> DownstreamError:
+    """Turn whatever the SDK or a transport raised into a DownstreamError that says what
+    went wrong and what to check. `during` says when, e.g. "while starting"."""
+    leaves = [
+        leaf for leaf in _leaves(exc) if not isinstance(leaf, anyio.get_cancelled_exc_class())
+    ]
+    leaf = leaves[0] if leaves else exc
+    where = connection.describe()
+    if isinstance(leaf, DownstreamError):
+        return leaf
+    if (isinstance(leaf, MCPError) and leaf.code == CONNECTION_CLOSED) or diagnostics.stream_ended:
+        return DownstreamError(await _gone(connection, diagnostics, during))
+    if isinstance(leaf, MCPError) and diagnostics.http_error:
+        return DownstreamError(_http_problem(where, *diagnostics.http_error, during=during))
+    if isinstance(leaf, MCPError):
+        return DownstreamError(
+            f"{where} answered with error {leaf.code} {during}: {leaf.error.message}"
+        )
+    if isinstance(leaf, httpx2.HTTPStatusError):
+        response = leaf.response
+        return DownstreamError(
+            _http_problem(where, response.status_code, response.reason_phrase, during=during)
+        )
+    if isinstance(leaf, httpx2.TimeoutException):
+        return DownstreamTimeout(f"{where} did not answer over HTTP {during} in time ({leaf}).")
+    if isinstance(leaf, httpx2.TransportError):
+        return DownstreamError(
+            f"{where} cannot be reached {during}: {_network_reason(leaf)}. "
+            "Check that the server is running and that the provider's URL is right."
+        )
+    if isinstance(leaf, OSError):
+        return DownstreamError(f"{where} cannot start: {leaf}.")
+    return DownstreamError(f"{where} failed {during}: {type(leaf).__name__}: {leaf}")

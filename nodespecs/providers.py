@@ -1,0 +1,158 @@
+"""Providers: external MCP servers whose tools become TOOL node specs.
+
+`provider_refresh` lists a provider's tools and writes one spec per tool through
+`spec_save`, so each change leaves a revision and every process's registry sees it. A tool
+the server no longer offers is marked unavailable (agents are told so; search leaves it
+out) and comes back when the server offers it again. Provider specs are generated: a
+refresh overwrites edits made to them in the admin.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from nodespecs import mcp_client
+from nodespecs.models import NodeSpec, Provider
+from nodespecs.reports import ChangeReport
+from nodespecs.services import spec_save
+from nodespecs.specformat import SpecFormatError
+from nodespecs.tool_specs import tool_document
+
+# Settings that make two providers the same server (everything but name, title, state).
+_SETTINGS = ("transport", "command", "args", "env", "cwd", "url", "headers", "timeout_seconds")
+
+
+class ProviderRefreshError(Exception):
+    """A provider's tools could not be listed; the message says why and what to check."""
+
+
+@dataclass
+class RefreshReport(ChangeReport):
+    """What a refresh did, by node name; every tool of the provider is in one list."""
+
+    provider: str = ""
+    unavailable: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def _settings_of(connection: mcp_client.Connection) -> dict[str, Any]:
+    """A connection's settings as Provider field values."""
+    return {
+        "transport": connection.transport,
+        "command": connection.command,
+        "args": list(connection.args),
+        "env": dict(connection.env),
+        "cwd": connection.cwd,
+        "url": connection.url,
+        "headers": dict(connection.headers),
+        "timeout_seconds": connection.timeout_seconds,
+    }
+
+
+def provider_get_or_create(*, name: str, connection: mcp_client.Connection) -> Provider:
+    """The provider for a server: an existing one with identical settings, whatever its name,
+    else a new one named after `name` (made a valid provider name; `-2`, `-3`... appended
+    when another server has it).
+
+    Raises `django.core.exceptions.ValidationError` when the settings are invalid.
+    """
+    settings = _settings_of(connection)
+    exact = {key: settings[key] for key in ("transport", "command", "cwd", "url")}
+    for provider in Provider.objects.filter(**exact, timeout_seconds=connection.timeout_seconds):
+        # args, env and headers are JSON: compared here, where dict order does not matter.
+        if all(getattr(provider, key) == settings[key] for key in _SETTINGS):
+            return provider
+    base = slugify(name).lower()[:30] or "server"
+    taken = set(Provider.objects.filter(name__startswith=base).values_list("name", flat=True))
+    candidate, number = base, 1
+    while candidate in taken:
+        number += 1
+        candidate = f"{base}-{number}"
+    provider = Provider(name=candidate, title=name, **settings)
+    provider.full_clean()
+    provider.save()
+    return provider
+
+
+def _mark_failed(provider: Provider, message: str) -> None:
+    provider.last_error = message
+    provider.save(update_fields=["last_error", "updated_at"])
+
+
+def provider_refresh(*, provider: Provider) -> RefreshReport:
+    """List the provider's tools and create, update or mark unavailable their specs.
+
+    On failure to reach the server, records the error on the provider, changes nothing
+    else and raises `ProviderRefreshError`. A tool whose spec cannot be written (its name
+    clashes with another spec's) is reported in `failed`; the others are still written.
+    """
+    if not provider.enabled:
+        message = f"Provider {provider.name!r} is disabled: enable it to refresh its tools."
+        raise ProviderRefreshError(message)
+    try:
+        tools = mcp_client.list_tools(provider.connection())
+    except mcp_client.DownstreamError as exc:
+        _mark_failed(provider, str(exc))
+        raise ProviderRefreshError(str(exc)) from None
+    report = RefreshReport(provider=provider.name)
+    with transaction.atomic():
+        existing = {spec.provider_tool: spec for spec in provider.specs.all()}
+        offered: set[str] = set()
+        for tool in tools:
+            if tool.name not in offered:
+                offered.add(tool.name)
+                _write_tool_spec(provider, tool, existing.get(tool.name), report)
+        for tool_name, spec in existing.items():
+            if tool_name in offered:
+                continue
+            if spec.available:
+                spec.available = False
+                spec_save(spec=spec, comment="The provider no longer offers this tool")
+            report.unavailable.append(spec.display_name)
+        provider.last_refreshed_at = timezone.now()
+        provider.last_error = "; ".join(f"{n}: {m}" for n, m in report.failed.items())
+        provider.save(update_fields=["last_refreshed_at", "last_error", "updated_at"])
+    return report
+
+
+def _write_tool_spec(
+    provider: Provider, tool: Any, spec: NodeSpec | None, report: RefreshReport
+) -> None:
+    try:
+        document = tool_document(provider=provider.name, provider_title=provider.title, tool=tool)
+    except SpecFormatError as exc:
+        report.failed[tool.name] = f"cannot be described as a node spec: {exc}"
+        return
+    name = document["display_name"]
+    if spec is not None and spec.available and spec.document() == document:
+        report.unchanged.append(name)
+        return
+    clash = (
+        NodeSpec.objects.filter(node_type=document["node_type"], subtype=document["subtype"])
+        .exclude(pk=spec.pk if spec is not None else None)
+        .first()
+    )
+    if clash is not None:
+        report.failed[name] = (
+            f"its subtype {document['subtype']} is already taken by {clash}; "
+            "rename this provider to tell them apart"
+        )
+        return
+    created = spec is None
+    if created:
+        spec = NodeSpec(source=NodeSpec.Source.PROVIDER, provider=provider, provider_tool=tool.name)
+    spec.set_document(document)
+    spec.available = True
+    comment = "Created from the provider's tool" if created else "Updated from the provider's tool"
+    try:
+        spec_save(spec=spec, comment=comment)
+    except ValidationError as exc:
+        report.failed[name] = "; ".join(exc.messages)
+        return
+    (report.created if created else report.updated).append(name)

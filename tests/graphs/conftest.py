@@ -1,0 +1,25 @@
+"""Fixtures for the workflow tests: graph files imported from tests/graphs/files/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from graphs.files import graph_import
+
+FILES = Path(__file__).parent / "files"
+
+
+def import_file(name: str, **replacements: str):
+    """Import a graph file of tests/graphs/files, with text replaced where asked."""
+    text = (FILES / name).read_text()
+    for old, new in replacements.items():
+        text = text.replace(old, new)
+    return graph_import(text=text, base_dir=FILES)
+
+
+@pytest.fixture
+def loops(db):
+    """The loop, switch and falsy-exit workflows (no downstream servers)."""
+    return import_file("loops.yaml")

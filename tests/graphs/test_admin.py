@@ -1,0 +1,117 @@
+"""The workflow admin: the YAML editor with errors in place, the drawing, test runs, versions."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from django.urls import reverse
+
+from graphs.admin import editor_text
+from graphs.models import Run, Workflow
+
+pytestmark = pytest.mark.usefixtures("loops")
+
+
+def change_url(workflow: Workflow) -> str:
+    return reverse("admin:graphs_workflow_change", args=[workflow.pk])
+
+
+def form_data(workflow: Workflow, graph: str) -> dict:
+    return {
+        "name": workflow.name,
+        "group": workflow.group_id,
+        "enabled": "on",
+        "graph": graph,
+        "versions-TOTAL_FORMS": "0",
+        "versions-INITIAL_FORMS": "0",
+    }
+
+
+def test_the_editor_shows_the_graph_as_yaml_and_draws_it(admin_client):
+    workflow = Workflow.objects.get(name="classify")
+    page = admin_client.get(change_url(workflow)).content.decode()
+    assert "inputSchema:" in page
+    assert "- id: size" in page
+    assert page.count('class="node ') == 6
+    assert 'data-node-id="medium"' in page
+    assert "Test run" in page
+
+
+def test_an_invalid_graph_is_refused_with_the_node_and_field_named(admin_client):
+    workflow = Workflow.objects.get(name="classify")
+    graph = editor_text(workflow).replace("target: medium", "target: mediun")
+    response = admin_client.post(change_url(workflow), form_data(workflow, graph))
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors["graph"]
+    assert any("node 'size'" in error and "mediun" in error for error in errors)
+    assert workflow.versions.count() == 1
+
+
+def test_a_valid_edit_saves_a_new_version_by_its_author(admin_client, admin_user):
+    workflow = Workflow.objects.get(name="classify")
+    graph = editor_text(workflow).replace("'\"small\"'", "'\"tiny\"'")
+    response = admin_client.post(change_url(workflow), form_data(workflow, graph))
+    assert response.status_code == 302
+    workflow.refresh_from_db()
+    assert workflow.current_version.number == 2
+    assert workflow.current_version.author == admin_user
+    assert '"tiny"' in yaml.safe_dump(workflow.nodes)
+
+
+def test_an_unknown_provider_name_is_refused(admin_client):
+    workflow = Workflow.objects.get(name="classify")
+    graph = editor_text(workflow).replace("servers: {}", "servers:\n  files: nowhere")
+    response = admin_client.post(change_url(workflow), form_data(workflow, graph))
+    errors = response.context["adminform"].form.errors["graph"]
+    assert any("no provider named files → nowhere" in error for error in errors)
+
+
+def test_a_test_run_records_the_run_and_shows_its_path(admin_client):
+    workflow = Workflow.objects.get(name="classify")
+    url = reverse("admin:graphs_workflow_test_run", args=[workflow.pk])
+    response = admin_client.post(url, {"arguments": '{"value": 50}'})
+    run = Run.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == reverse("admin:graphs_run_change", args=[run.pk])
+    assert run.caller == "admin test run by admin"
+    page = admin_client.get(response["Location"]).content.decode()
+    assert 'class="node visited" data-node-id="medium"' in page
+    assert 'class="node " data-node-id="small"' in page
+    assert "&quot;medium&quot;" in page
+
+
+def test_a_test_run_with_bad_arguments_says_what_is_wrong(admin_client):
+    workflow = Workflow.objects.get(name="classify")
+    url = reverse("admin:graphs_workflow_test_run", args=[workflow.pk])
+    response = admin_client.post(url, {"arguments": '{"value": "big"}'})
+    assert response.status_code == 200
+    assert "value: &#x27;big&#x27; is not of type &#x27;number&#x27;" in response.content.decode()
+    assert not Run.objects.exists()
+
+
+def test_payloads_in_run_pages_are_escaped(admin_client):
+    from graphs.runs import workflow_call
+
+    outcome = workflow_call(name="is_zero", arguments={"value": "<script>alert(1)</script>"})
+    page = admin_client.get(reverse("admin:graphs_run_change", args=[outcome.run_id]))
+    assert "<script>alert(1)</script>" not in page.content.decode()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.content.decode()
+
+
+def test_the_versions_of_a_workflow_are_listed_on_its_page(admin_client):
+    workflow = Workflow.objects.get(name="classify")
+    page = admin_client.get(change_url(workflow)).content.decode()
+    assert "Imported from YAML" in page
+
+
+def test_someone_who_is_not_staff_is_sent_to_log_in(client, outsider):
+    client.force_login(outsider)
+    workflow = Workflow.objects.get(name="classify")
+    for url in (
+        change_url(workflow),
+        reverse("admin:graphs_workflow_test_run", args=[workflow.pk]),
+        reverse("admin:graphs_run_changelist"),
+    ):
+        response = client.get(url)
+        assert response.status_code == 302
+        assert response["Location"].startswith(reverse("admin:login"))
