@@ -262,8 +262,8 @@ def _triage_ticket(rng: random.Random) -> Shape:
 
 
 def _poll_report(rng: random.Random) -> Shape:
-    # Most reports are ready after a few polls; a few take up to 98 (a 200-node run).
-    polls = rng.randint(1, 6) if rng.random() < 0.95 else rng.randint(7, 98)
+    # Most reports are ready after a few polls; a few take many, up to 98 (200 executions).
+    polls = rng.randint(1, 6) if rng.random() < 0.95 else rng.choice([12, 25, 50, 98])
     report = rng.choice(["sales-weekly", "churn", "inventory", "ledger"])
     job = f"job-{rng.randint(1, 10**6)}"
     nodes = [
@@ -287,7 +287,7 @@ def _poll_report(rng: random.Random) -> Shape:
 
 
 def _sum_series(rng: random.Random) -> Shape:
-    n = rng.randint(1, 15)
+    n = rng.randint(1, 16)
     nodes = [_edge("entry", {"n": n})]
     total = 0
     for i in range(1, n + 1):
