@@ -22,7 +22,6 @@ class Payload:
     text: str
     truncated: bool = False
     bytes: int = 0
-    lines: int = 1
 
 
 def payload(value: Any) -> Payload:
@@ -30,8 +29,7 @@ def payload(value: Any) -> Payload:
     if isinstance(value, dict) and value.get(TRUNCATED_KEY) is True:
         preview = str(value.get("preview", ""))
         return Payload(preview, truncated=True, bytes=int(value.get("bytes") or 0))
-    text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
-    return Payload(text, lines=text.count("\n") + 1)
+    return Payload(json.dumps(value, indent=2, ensure_ascii=False, default=str))
 
 
 def duration(milliseconds: float | None) -> str:

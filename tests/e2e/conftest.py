@@ -32,15 +32,16 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _database_url(tmp: Path) -> str:
-    """SQLite in a temporary folder, or a fresh PostgreSQL database beside the test one."""
+def _database_url(tmp: Path, suffix: str = "e2e") -> str:
+    """SQLite in a temporary folder, or a fresh PostgreSQL database beside the test one
+    (named with `suffix`, so that suites with servers of their own do not share one)."""
     base = os.environ.get("DATABASE_URL", "")
     if not base.startswith("postgres"):
-        return f"sqlite:///{tmp / 'e2e.sqlite3'}"
+        return f"sqlite:///{tmp / f'{suffix}.sqlite3'}"
     import psycopg
 
     parts = urlsplit(base)
-    name = parts.path.lstrip("/") + "_e2e"
+    name = parts.path.lstrip("/") + f"_{suffix}"
     admin = urlunsplit(parts._replace(path="/postgres"))
     with psycopg.connect(admin, autocommit=True) as connection:
         connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -57,10 +58,11 @@ def _manage(env: dict[str, str], *args: str) -> str:
 
 
 def start_server(tmp: Path, **settings: str) -> Iterator[LiveServer]:
-    """Migrate, load the catalog, create keys, start uvicorn; stop it afterwards."""
+    """Migrate, load the catalog, create keys, start uvicorn; stop it afterwards. A given
+    DATABASE_URL is used as it is (several servers may share one)."""
     env = {
         **os.environ,
-        "DATABASE_URL": _database_url(tmp),
+        "DATABASE_URL": settings.get("DATABASE_URL") or _database_url(tmp),
         "DEBUG": "false",
         "SECRET_KEY": "e2e-test-secret-key-" + "x" * 40,
         "ALLOWED_HOSTS": "127.0.0.1,localhost",

@@ -19,11 +19,14 @@ pytestmark = pytest.mark.slow
 
 
 @asynccontextmanager
-async def connect(server, mode: str, key: str | None = None) -> AsyncIterator[Client]:
-    """The official client over Streamable HTTP, authenticated with an API key."""
+async def connect(
+    server, mode: str, key: str | None = None, timeout: float = 5
+) -> AsyncIterator[Client]:
+    """The official client over Streamable HTTP, authenticated with an API key; `timeout`
+    bounds each HTTP read."""
     headers = {"Authorization": f"Bearer {key or server.key}"}
     async with (
-        httpx2.AsyncClient(headers=headers) as http,
+        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
         Client(
             streamable_http_client(f"{server.url}/mcp", http_client=http),
             mode=mode,

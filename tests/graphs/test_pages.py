@@ -255,13 +255,21 @@ def test_html_in_payloads_and_names_shows_as_text(reviewer):
         caller="<img src=x onerror=alert(1)>",
         status="failed",
         error=f"bad {script}",
-        executions=[{"node_id": "entry", "node_type": "entry", "output": {"value": script}}],
-    )
+        executions=[
+            {"node_id": "entry", "node_type": "entry", "output": {"value": script}},
+            {"node_id": "size", "node_type": "mcp", "status": "failed", "error": script,
+             "detail": {"server": "<b>s</b>", "tool": script, "arguments": {"q": script}}},
+            {"node_id": "small", "node_type": "transform", "detail": {"expr": script}},
+        ],
+    )  # fmt: skip
     for url in (detail_url(run), RUNS):
         page = reviewer.get(url).content.decode()
         assert "<script>alert" not in page
         assert "<img src=x" not in page
+        assert "<b>s</b>" not in page
         assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
+    detail = reviewer.get(detail_url(run)).content.decode()
+    assert "&lt;b&gt;s&lt;/b&gt;.&lt;script&gt;" in detail
 
 
 def test_a_running_run_refreshes_itself_until_it_ends(reviewer):

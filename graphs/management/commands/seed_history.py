@@ -21,7 +21,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection, transaction
-from django.db.models import F, Max
+from django.db.models import F, JSONField, Max
 
 from graphs.files import graph_import
 from graphs.history import copy_rows, write_rows
@@ -122,6 +122,21 @@ RUN_COLUMNS = (
     "duration_ms",
 )
 RUN_JSON_COLUMNS = ("arguments", "result")
+
+
+def _other_run_columns() -> tuple[tuple[str, ...], tuple[Any, ...]]:
+    """The Run columns the seed does not fill, with their model defaults: COPY applies no
+    Django default, and fields added to Run later must not break the seed."""
+    fields = [field for field in Run._meta.concrete_fields if field.attname not in RUN_COLUMNS]
+    return (
+        tuple(field.attname for field in fields),
+        tuple(
+            _json(field.get_default()) if isinstance(field, JSONField) else field.get_default()
+            for field in fields
+        ),
+    )
+
+
 CALLERS = (
     ["key:agent-prod"] * 6
     + ["key:agent-staging"] * 2
@@ -262,8 +277,8 @@ def _triage_ticket(rng: random.Random) -> Shape:
 
 
 def _poll_report(rng: random.Random) -> Shape:
-    # Most reports are ready after a few polls; a few take up to 98 (a 200-node run).
-    polls = rng.randint(1, 6) if rng.random() < 0.95 else rng.randint(7, 98)
+    # Most reports are ready after a few polls; a few take many, up to 98 (200 executions).
+    polls = rng.randint(1, 6) if rng.random() < 0.95 else rng.choice([12, 25, 50, 98])
     report = rng.choice(["sales-weekly", "churn", "inventory", "ledger"])
     job = f"job-{rng.randint(1, 10**6)}"
     nodes = [
@@ -287,7 +302,7 @@ def _poll_report(rng: random.Random) -> Shape:
 
 
 def _sum_series(rng: random.Random) -> Shape:
-    n = rng.randint(1, 15)
+    n = rng.randint(1, 16)
     nodes = [_edge("entry", {"n": n})]
     total = 0
     for i in range(1, n + 1):
@@ -314,9 +329,17 @@ def _classify_amount(rng: random.Random) -> Shape:
 
 # Workflow name → (share of runs, shape maker, errors its mcp nodes fail with).
 WORKFLOWS = {
-    "count_files": (0.2, _count_files, ["ENOENT: no such file or directory, scandir '{}'"]),
-    "triage_ticket": (0.2, _triage_ticket, ["HTTP 503 from tickets.internal.example: upstream"]),
-    "poll_report": (0.2, _poll_report, ["Tool status failed: job {} was evicted"]),
+    "count_files": (
+        0.2,
+        _count_files,
+        ["ENOENT: no such file or directory, scandir", "EACCES: permission denied, scandir"],
+    ),
+    "triage_ticket": (
+        0.2,
+        _triage_ticket,
+        ["HTTP 503 from tickets.internal.example: upstream connect error", "Timed out after 30 s"],
+    ),
+    "poll_report": (0.2, _poll_report, ["Tool status failed: the job was evicted from the queue"]),
     "sum_series": (0.25, _sum_series, []),
     "classify_amount": (0.15, _classify_amount, []),
 }
@@ -335,7 +358,7 @@ def build_shapes(rng: random.Random) -> dict[str, list[Shape]]:
             mcp_at = [i for i, node in enumerate(shape.nodes) if node.node_type == "mcp"]
             if errors and roll < OUTCOMES["failed"]:
                 at = rng.choice(mcp_at)
-                error = rng.choice(errors).format(shape.nodes[at].node_id)
+                error = rng.choice(errors)
                 shape = _fail(shape, at, Run.Status.FAILED, error)
             elif roll < OUTCOMES["failed"] + OUTCOMES["timed_out"] and len(shape.nodes) > 2:
                 at = rng.randrange(1, len(shape.nodes) - 1)
@@ -376,6 +399,7 @@ class Command(BaseCommand):
         names = list(WORKFLOWS)
         cumulative = list(itertools.accumulate(WORKFLOWS[name][0] for name in names))
         first_id = self._reserve_ids(runs)
+        other_columns, other_values = _other_run_columns()
         now = datetime.now(UTC)
         start = now - timedelta(weeks=weeks)
         step = (now - start) / max(runs, 1)
@@ -396,10 +420,10 @@ class Command(BaseCommand):
                 run, nodes = _rows(
                     first_id + position, workflow, version, shape, created, rng, running
                 )
-                run_rows.append(run)
+                run_rows.append(run + other_values)
                 node_rows.extend(nodes)
             with transaction.atomic():
-                copy_rows(Run, RUN_COLUMNS, RUN_JSON_COLUMNS, run_rows)
+                copy_rows(Run, RUN_COLUMNS + other_columns, RUN_JSON_COLUMNS, run_rows)
                 if connection.vendor != "postgresql":
                     # bulk_create stamps auto_now_add fields with the current time.
                     Run.objects.filter(pk__gte=run_rows[0][0], pk__lte=run_rows[-1][0]).update(
@@ -480,6 +504,9 @@ def _rows(
         )
         at += timedelta(milliseconds=duration_ms)
     total = (at - created) / timedelta(milliseconds=1) + rng.uniform(0.5, 3.0)
+    if shape.status == Run.Status.TIMED_OUT:
+        # The limit it breached: maxExecutionTimeMs.
+        total = max(total, 30_000 + rng.uniform(0, 50))
     caller = rng.choice(CALLERS)
     run_row = (
         run_id,

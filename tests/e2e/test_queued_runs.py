@@ -1,0 +1,351 @@
+"""Execution modes on real processes: a web server in queued mode with a Celery worker and
+beat on the local Redis (database 13), and a web server in direct mode, sharing one database.
+Driven by the official `mcp` client; the run rows are read straight from the database."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+
+from tests.e2e.conftest import ROOT, LiveServer, _database_url, _manage, start_server
+from tests.e2e.test_mcp_client import connect, run
+from tests.peers import ECHO_SERVER
+
+pytestmark = pytest.mark.slow
+
+BROKER = "redis://127.0.0.1:6379/13"
+# Short intervals so that a lost worker is reaped within seconds.
+SETTINGS = {
+    "CELERY_BROKER_URL": BROKER,
+    "GRAPHS_RUN_WAIT_SECONDS": "6",
+    "GRAPHS_HEARTBEAT_SECONDS": "0.3",
+    "GRAPHS_RUN_STALE_SECONDS": "3",
+    "GRAPHS_REAP_INTERVAL_SECONDS": "1",
+}
+
+GRAPH = """
+version: "1.0"
+server: {{name: "queuedTests", version: "1.0.0"}}
+mcpServers:
+  echo:
+    command: {python}
+    args: [{server}]
+tools:
+  - name: shout
+    description: Echoes a value on the echo server, then upper-cases it.
+    inputSchema: {{type: object, properties: {{value: {{type: string}}}}, required: [value]}}
+    nodes:
+      - {{id: entry, type: entry, next: say}}
+      - {{id: say, type: mcp, server: echo, tool: echo, args: {{value: "$.entry.value"}},
+          next: loud}}
+      - {{id: loud, type: transform, next: exit,
+          transform: {{expr: '$uppercase($type($.say) = "string" ? $.say : $.say.result)'}}}}
+      - {{id: exit, type: exit}}
+  - name: nap_twice
+    description: Sleeps twice on the echo server.
+    inputSchema: {{type: object, properties: {{seconds: {{type: number}}}}}}
+    nodes:
+      - {{id: entry, type: entry, next: nap1}}
+      - {{id: nap1, type: mcp, server: echo, tool: sleep, args: {{seconds: "$.entry.seconds"}},
+          next: nap2}}
+      - {{id: nap2, type: mcp, server: echo, tool: sleep, args: {{seconds: "$.entry.seconds"}},
+          next: exit}}
+      - {{id: exit, type: exit}}
+"""
+
+
+@dataclass(frozen=True)
+class Stack:
+    queued: LiveServer
+    direct: LiveServer
+    worker: subprocess.Popen
+    database_url: str
+
+
+def _celery(env: dict[str, str], log: Path, *args: str, ready: str) -> subprocess.Popen:
+    """Start `celery -A config ARGS` and wait until its log shows `ready`."""
+    with open(log, "wb") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "config", *args, "--loglevel", "INFO"],
+            cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while ready not in log.read_text(errors="replace"):
+        if process.poll() is not None or time.monotonic() > deadline:
+            _stop(process)
+            pytest.fail(f"celery {args[0]} did not start: {log.read_text(errors='replace')}")
+        time.sleep(0.2)
+    return process
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """Cold shutdown (a warm one would wait for the running task), then kill."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGQUIT)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+@contextmanager
+def _running(process: subprocess.Popen) -> Iterator[subprocess.Popen]:
+    try:
+        yield process
+    finally:
+        _stop(process)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory) -> Iterator[Stack]:
+    import redis
+
+    redis.Redis.from_url(BROKER).flushdb()  # no task left over from an earlier session
+    tmp = tmp_path_factory.mktemp("queued")
+    (tmp / "queued").mkdir()
+    (tmp / "direct").mkdir()
+    graph = tmp / "queued.yaml"
+    graph.write_text(
+        GRAPH.format(python=json.dumps(sys.executable), server=json.dumps(str(ECHO_SERVER)))
+    )
+    database_url = _database_url(tmp, "queued")
+    common = {**SETTINGS, "DATABASE_URL": database_url}
+    with ExitStack() as stack:
+        queued = stack.enter_context(
+            contextmanager(start_server)(tmp / "queued", EXECUTION_MODE="queued", **common)
+        )
+        _manage(queued.env, "import_graph", str(graph))
+        worker_args = ["worker", "--concurrency", "1", "--hostname", "queued-tests@%h",
+                       "--without-gossip", "--without-mingle"]  # fmt: skip
+        worker = stack.enter_context(
+            _running(_celery(queued.env, tmp / "worker.log", *worker_args, ready="ready."))
+        )
+        beat_args = ["beat", "--schedule", str(tmp / "beat-schedule"), "--max-interval", "1"]
+        stack.enter_context(
+            _running(_celery(queued.env, tmp / "beat.log", *beat_args, ready="beat: Starting"))
+        )
+        direct = stack.enter_context(
+            contextmanager(start_server)(tmp / "direct", EXECUTION_MODE="direct", **common)
+        )
+        yield Stack(queued, direct, worker, database_url)
+
+
+def _query(database_url: str, sql: str, *params: Any) -> list[tuple]:
+    """Rows from the servers' database (`%s` placeholders)."""
+    if database_url.startswith("sqlite"):
+        with sqlite3.connect(database_url.removeprefix("sqlite:///")) as connection:
+            return connection.execute(sql.replace("%s", "?"), params).fetchall()
+    import psycopg
+
+    with psycopg.connect(database_url) as connection:
+        return connection.execute(sql, params).fetchall()
+
+
+def run_row(stack: Stack, run_id: int) -> dict[str, Any]:
+    [row] = _query(
+        stack.database_url,
+        "SELECT status, error, error_node_id, worker FROM graphs_run WHERE id = %s",
+        run_id,
+    )
+    nodes = _query(
+        stack.database_url,
+        'SELECT node_id, status FROM graphs_nodeexecution WHERE run_id = %s ORDER BY "index"',
+        run_id,
+    )
+    return dict(zip(("status", "error", "node", "worker"), row, strict=True)) | {
+        "nodes": [tuple(node) for node in nodes]
+    }
+
+
+def latest_run(stack: Stack, workflow: str) -> int | None:
+    rows = _query(
+        stack.database_url,
+        "SELECT max(id) FROM graphs_run WHERE workflow_name = %s",
+        workflow,
+    )
+    return rows[0][0]
+
+
+def wait_for(condition, seconds: float, what: str) -> Any:
+    deadline = time.monotonic() + seconds
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} within {seconds} s")
+        time.sleep(0.1)
+    return value
+
+
+def _parent_pid(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def test_a_queued_run_succeeds_on_the_worker_with_its_full_history(stack):
+    messages: list[str] = []
+
+    async def scenario():
+        async def progress(done: float, total: float | None, message: str | None) -> None:
+            messages.append(message)
+
+        async with connect(stack.queued, "legacy", timeout=30) as client:
+            return await client.call_tool("shout", {"value": "hello"}, progress_callback=progress)
+
+    result = run(scenario)
+
+    assert not result.is_error, result.content
+    assert result.content[0].text == "HELLO"
+    record = run_row(stack, result.meta["io.switchyard/runId"])
+    assert record["status"] == "succeeded"
+    assert record["nodes"] == [
+        ("entry", "succeeded"),
+        ("say", "succeeded"),
+        ("loud", "succeeded"),
+        ("exit", "succeeded"),
+    ]
+    # Executed by the worker's pool process, not the web process.
+    assert _parent_pid(int(record["worker"].rsplit(":", 1)[1])) == stack.worker.pid
+    assert messages == ["entry succeeded", "say succeeded", "loud succeeded", "exit succeeded"]
+
+
+def test_a_worker_killed_mid_run_leaves_it_failed_with_the_reason_never_running(stack):
+    started = time.monotonic()
+    result = run(_call, stack.queued, "nap_twice", {"seconds": 30})
+
+    # The web side gave up waiting after GRAPHS_RUN_WAIT_SECONDS and named the run.
+    assert time.monotonic() - started < 20
+    assert result.is_error
+    run_id = result.meta["io.switchyard/runId"]
+    text = result.content[0].text
+    assert f"is still running after 6 s (run {run_id})" in text
+    assert f"/api/v1/runs/{run_id}/cancel" in text
+    record = run_row(stack, run_id)
+    assert record["status"] == "running"
+    assert record["nodes"] == [("entry", "succeeded"), ("nap1", "running")]
+
+    os.kill(int(record["worker"].rsplit(":", 1)[1]), signal.SIGKILL)
+    killed = time.monotonic()
+    # Stale after 3 s without a heartbeat, reaped within the next 1 s interval (and the pool's
+    # new process starting).
+    record = wait_for(
+        lambda: (row := run_row(stack, run_id))["status"] != "running" and row,
+        15,
+        "the killed worker's run was not reaped",
+    )
+    assert time.monotonic() - killed >= 2.5
+    assert record["status"] == "failed"
+    assert "stopped: no heartbeat" in record["error"]
+    assert record["node"] == "nap1"
+    assert record["nodes"] == [("entry", "succeeded"), ("nap1", "failed")]
+
+
+async def _call(server: LiveServer, name: str, arguments: dict, mode: str = "legacy"):
+    async with connect(server, mode, timeout=30) as client:
+        return await client.call_tool(name, arguments)
+
+
+@pytest.mark.parametrize("mode", ["queued", "direct"])
+def test_a_client_cancelling_its_call_ends_the_run_cancelled_with_its_history(stack, mode):
+    server = stack.queued if mode == "queued" else stack.direct
+    before = latest_run(stack, "nap_twice") or 0
+
+    def nap1_running() -> int | None:
+        run_id = latest_run(stack, "nap_twice")
+        if run_id is None or run_id == before:
+            return None
+        return run_id if ("nap1", "running") in run_row(stack, run_id)["nodes"] else None
+
+    async def scenario():
+        async with connect(server, "legacy", timeout=30) as client:
+            with anyio.CancelScope() as scope:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(client.call_tool, "nap_twice", {"seconds": 1.5})
+                    run_id = await anyio.to_thread.run_sync(
+                        wait_for, nap1_running, 15, "nap1 did not start"
+                    )
+                    # Leaving the scope abandons the call: the SDK sends notifications/cancelled.
+                    scope.cancel()
+            await anyio.sleep(0.5)  # the notification is sent before the session closes
+            return run_id
+
+    run_id = run(scenario)
+
+    record = wait_for(
+        lambda: (row := run_row(stack, run_id))["status"] != "running" and row,
+        15,
+        "the cancelled run did not end",
+    )
+    assert record["status"] == "cancelled"
+    assert "before node 'nap2' ran: The client cancelled the call" in record["error"]
+    assert record["nodes"] == [("entry", "succeeded"), ("nap1", "succeeded")]
+
+
+def test_the_rest_api_cancels_a_queued_run_and_a_running_one(stack):
+    server = stack.queued
+    before = latest_run(stack, "nap_twice") or 0
+    headers = {"Authorization": f"Bearer {server.key}"}
+
+    async def scenario():
+        results: dict[str, Any] = {}
+
+        async def call(label: str, name: str, arguments: dict) -> None:
+            results[label] = await _call(server, name, arguments)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(call, "running", "nap_twice", {"seconds": 2})
+            running = await anyio.to_thread.run_sync(
+                wait_for,
+                lambda: (
+                    (latest_run(stack, "nap_twice") or 0) > before
+                    and run_row(stack, latest_run(stack, "nap_twice"))["status"] == "running"
+                ),
+                15,
+                "nap_twice did not start",
+            )
+            assert running
+            running_id = latest_run(stack, "nap_twice")
+            group.start_soon(call, "queued", "shout", {"value": "never"})
+            # The only pool process is busy: the second run waits in the queue.
+            queued_id = await anyio.to_thread.run_sync(
+                wait_for,
+                lambda: (
+                    (run_id := latest_run(stack, "shout"))
+                    and run_row(stack, run_id)["status"] == "queued"
+                    and run_id
+                ),
+                15,
+                "shout was not queued",
+            )
+            async with httpx2.AsyncClient(base_url=server.url, headers=headers) as http:
+                for label, run_id in (("queued", queued_id), ("running", running_id)):
+                    response = await http.post(f"/api/v1/runs/{run_id}/cancel")
+                    assert response.status_code == 200, response.text
+                    results[f"{label} answer"] = response.json()
+        return results, queued_id, running_id
+
+    results, queued_id, running_id = run(scenario)
+
+    assert results["queued answer"]["status"] == "cancelled"
+    assert results["running answer"]["status"] == "running"
+    assert "will stop before its next node" in results["running answer"]["message"]
+    assert results["queued"].is_error
+    assert "'shout' cancelled: Cancelled before it started" in results["queued"].content[0].text
+    assert run_row(stack, queued_id)["nodes"] == []
+    assert results["running"].is_error
+    assert "'nap_twice' cancelled at node 'nap2'" in results["running"].content[0].text
+    record = run_row(stack, running_id)
+    assert record["status"] == "cancelled"
+    assert record["nodes"] == [("entry", "succeeded"), ("nap1", "succeeded")]
