@@ -1,26 +1,31 @@
-"""`/mcp` as a lean ASGI app, mounted in front of Django by `config.asgi`.
+"""`/mcp` (and the legacy `/sse` and `/messages`) as lean ASGI apps, mounted in front of
+Django by `config.asgi`.
 
 Django's ASGI handler runs every middleware through a thread hop and starts threads per
 request; for the endpoint agents call thousands of times a minute that was most of the cost
 (docs/benchmarks.md). This app does only what `/mcp` needs: read the body, hand the request
 to `transport.handle_request` (in the event loop when it needs no database, else on a small
-pool of worker threads), and write the answer or the event stream.
+pool of worker threads), and write the answer or the event stream. The legacy HTTP+SSE
+transport (`sse.py`) goes through the same steps.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
+from urllib.parse import parse_qs
 
 from django.conf import settings
 from django.db import close_old_connections
 
 from graphs.toolset import refresh_workflow_tools
-from mcp_endpoint import protocol, transport
+from mcp_endpoint import protocol, sse, transport
 from nodespecs.registry import refresh_registry
 
 Scope = dict[str, Any]
@@ -29,12 +34,18 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 # Each thread keeps its own database connection between requests; Django's request cycle,
 # which would recycle it, does not run here, so the threads do it every so often.
+logger = logging.getLogger(__name__)
 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcp")
 _RECYCLE_SECONDS = 30.0
 _local = threading.local()
+# Answers to legacy SSE POSTs still being worked out after their 202 (kept from collection).
+_deliveries: set[asyncio.Task[None]] = set()
+Result = TypeVar("Result")
 
 
-def _work(arguments: dict[str, Any]) -> protocol.Outbound:
+def _work(
+    arguments: dict[str, Any], handler: Callable[..., Result] = transport.handle_request
+) -> Result:
     now = time.monotonic()
     if now - getattr(_local, "recycled_at", 0.0) > _RECYCLE_SECONDS:
         close_old_connections()
@@ -44,7 +55,7 @@ def _work(arguments: dict[str, Any]) -> protocol.Outbound:
     # requests to the event loop, even when it does not read that snapshot itself.
     refresh_registry()
     refresh_workflow_tools()
-    return transport.handle_request(**arguments)
+    return handler(**arguments)
 
 
 async def _read_body(receive: Receive, declared: str | None) -> bytes | None:
@@ -72,26 +83,89 @@ def _encode(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
     ]
 
 
-async def mcp_app(scope: Scope, receive: Receive, send: Send) -> None:
-    """Serve one HTTP request to `/mcp`."""
+def _arguments(scope: Scope, body: bytes | None) -> dict[str, Any]:
+    """`transport.handle_request`'s arguments for a request."""
     raw_headers = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in scope["headers"]]
-    headers = {name.lower(): value for name, value in raw_headers}
-    body = await _read_body(receive, headers.get("content-length"))
     client = scope.get("client") or ("", 0)
-    arguments = {
+    return {
         "method": scope["method"],
-        "headers": headers,
+        "headers": {name.lower(): value for name, value in raw_headers},
         "raw_headers": raw_headers,
         "body": body,
         "client_address": client[0],
     }
+
+
+async def _request(scope: Scope, receive: Receive) -> dict[str, Any]:
+    declared = next((v for n, v in scope["headers"] if n.lower() == b"content-length"), b"")
+    return _arguments(scope, await _read_body(receive, declared.decode("latin-1")))
+
+
+async def _run(
+    arguments: dict[str, Any],
+    *,
+    headers: dict[str, str],
+    body: bytes | None,
+    handler: Callable[..., Result] = transport.handle_request,
+) -> Result:
+    """Call `handler(**arguments)`: in the event loop when it will make no query (the common
+    case, a known key and fresh catalog, is pure computation: a thread hop would cost more
+    than the work), else on a worker thread."""
     if transport.answers_without_database(headers, body):
-        # The common case (a known key, a fresh catalog) is pure computation: a thread hop
-        # would cost more than the work.
-        outbound = transport.handle_request(**arguments)
-    else:
-        outbound = await asyncio.get_running_loop().run_in_executor(_POOL, _work, arguments)
-    stream = transport.stream_of(outbound)
+        return handler(**arguments)
+    return await asyncio.get_running_loop().run_in_executor(_POOL, _work, arguments, handler)
+
+
+async def mcp_app(scope: Scope, receive: Receive, send: Send) -> None:
+    """Serve one HTTP request to `/mcp`."""
+    arguments = await _request(scope, receive)
+    outbound = await _run(arguments, headers=arguments["headers"], body=arguments["body"])
+    await _respond(outbound, transport.stream_of(outbound), receive, send)
+
+
+async def sse_app(scope: Scope, receive: Receive, send: Send) -> None:
+    """Serve `GET /sse` (a legacy stream) or `POST /messages` (a message for one)."""
+    arguments = await _request(scope, receive)
+    if scope["path"] == sse.STREAM_PATH:
+        # Admitting the GET never runs a workflow, whatever its body.
+        outbound = await _run(
+            {**arguments, "answer": sse.open_stream}, headers=arguments["headers"], body=None
+        )
+        stream = sse.stream(outbound.channel) if outbound.channel else None
+        await _respond(outbound, stream, receive, send)
+        return
+    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    channel_id = (query.get("sessionId") or query.get("session_id") or [""])[0]
+    accepted = await _run(
+        {**arguments, "answer": partial(sse.accept_message, channel_id=channel_id)},
+        headers=arguments["headers"],
+        body=None,
+    )
+    if isinstance(accepted, protocol.Outbound):
+        await _respond(accepted, None, receive, send)
+        return
+    task = asyncio.create_task(_answer_on_stream(accepted, channel_id))
+    _deliveries.add(task)
+    task.add_done_callback(_deliveries.discard)
+    await _respond(protocol.Outbound(202), None, receive, send)
+
+
+async def _answer_on_stream(inbound: protocol.Inbound, channel_id: str) -> None:
+    """Answer an accepted legacy SSE message and send the answer to its stream."""
+    try:
+        outbound = await _run(
+            {"inbound": inbound, "channel_id": channel_id},
+            headers=dict(inbound.headers),
+            body=inbound.body,
+            handler=sse.answer,
+        )
+        await sse.deliver(channel_id, outbound)
+    except Exception:
+        logger.exception("Answering a message for SSE stream %s failed", channel_id[:8])
+
+
+async def _respond(outbound: protocol.Outbound, stream: Any, receive: Receive, send: Send) -> None:
+    """Write a plain answer, or the event stream `stream` when there is one."""
     if stream is None:
         response_headers = dict(outbound.headers)
         response_headers["Content-Length"] = str(len(outbound.body))

@@ -69,6 +69,8 @@ class Outbound:
     listen: dict[str, Any] | None = None
     # A 2025 call that asks the client for input on its event stream, driven by the view.
     interaction: dict[str, Any] | None = None
+    # A legacy HTTP+SSE stream (`GET /sse`) opened under this id (`mcp_endpoint/sse.py`).
+    channel: str | None = None
 
 
 def _json(status: int, message: Any, headers: dict[str, str] | None = None) -> Outbound:

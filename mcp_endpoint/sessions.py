@@ -89,3 +89,41 @@ def reply_take(session_id: str, request_id: Any) -> dict[str, Any] | None:
     if message is not None:
         cache.delete(key)
     return message
+
+
+# Streams of the legacy HTTP+SSE transport (`GET /sse`): the key that opened one, and the
+# session its `initialize` started, so that a POST to `/messages` on any instance finds them.
+_CHANNEL_PREFIX = "mcp:sse:"
+
+
+def channel_open(owner: str) -> str:
+    """Register a new stream opened by `owner`; its id is 256 random bits."""
+    channel_id = secrets.token_urlsafe(32)
+    cache.set(_CHANNEL_PREFIX + channel_id, {"owner": owner, "session": None}, timeout=_ttl())
+    return channel_id
+
+
+def channel_get(channel_id: str, *, owner: str) -> dict[str, Any] | None:
+    """The open stream with this id opened by `owner` (`{"owner", "session"}`), or None."""
+    if not channel_id or len(channel_id) > 128:
+        return None
+    data = cache.get(_CHANNEL_PREFIX + channel_id)
+    if data is None or data.get("owner") != owner:
+        return None
+    return data
+
+
+def channel_bind(channel_id: str, session_id: str) -> None:
+    """Record the session that the stream's `initialize` started."""
+    data = cache.get(_CHANNEL_PREFIX + channel_id)
+    if data is not None:
+        data["session"] = session_id
+        cache.set(_CHANNEL_PREFIX + channel_id, data, timeout=_ttl())
+
+
+def channel_end(channel_id: str) -> None:
+    """Forget a stream that closed, and end its session."""
+    data = cache.get(_CHANNEL_PREFIX + channel_id)
+    cache.delete(_CHANNEL_PREFIX + channel_id)
+    if data is not None and data.get("session"):
+        session_end(data["session"])

@@ -13,9 +13,9 @@ import json
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from asgiref.sync import sync_to_async
@@ -73,6 +73,9 @@ def _host_matches(host: str, allowed_hosts: tuple[str, ...]) -> bool:
     return bool(domain) and validate_host(domain, allowed_hosts)
 
 
+Answer = TypeVar("Answer")
+
+
 def _plain(status: int, message: str) -> protocol.Outbound:
     return protocol.Outbound(status, {"Content-Type": "text/plain"}, message.encode())
 
@@ -85,9 +88,13 @@ def handle_request(
     body: bytes | None,
     client_address: str,
     host: str | None = None,
-) -> protocol.Outbound:
+    answer: Callable[[protocol.Inbound], Answer] = protocol.handle,  # type: ignore[assignment]
+) -> protocol.Outbound | Answer:
     """Answer one request; `headers` has lower-cased names; `body` None means it was larger
-    than MCP_MAX_BODY_BYTES and was not read; `host` is given when already validated."""
+    than MCP_MAX_BODY_BYTES and was not read; `host` is given when already validated.
+
+    `answer` takes the admitted request (Host, Origin, size, key and rate limit checked):
+    the protocol for `/mcp`, the legacy SSE transport's steps for `/sse` and `/messages`."""
     if host is None:
         host = headers.get("host", "")
         if not _host_allowed(host):
@@ -121,7 +128,7 @@ def handle_request(
             caller.status, types.INVALID_REQUEST, caller.message, headers=caller.headers
         )
     inbound.caller = caller
-    return protocol.handle(inbound)
+    return answer(inbound)
 
 
 def answers_without_database(headers: dict[str, str], body: bytes | None) -> bool:

@@ -1,0 +1,138 @@
+"""The legacy HTTP+SSE transport of MCP (protocol revision 2024-11-05), beside Streamable HTTP.
+
+`GET /sse` opens an event stream whose first event, `endpoint`, names where to POST:
+`/messages?sessionId=ID`. Each POST is answered 202 Accepted once admitted; its JSON-RPC
+answer comes back as a `message` event on the stream. The messages mean what they mean on
+`/mcp` in the 2025 revisions: `initialize` on the stream starts a session (`sessions.py`)
+and each later message is answered by `protocol.handle` within it, so both transports serve
+the same tools, scopes and errors.
+
+The stream and its session are kept in the cache (`sessions.channel_*`), so a POST may land on
+any instance; the answer reaches the instance holding the stream through `relay`. Each step
+runs behind `transport.handle_request` (Host, Origin, body size, API key, rate limit); the
+key that POSTs must be the one that opened the stream.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+
+from asgiref.sync import sync_to_async
+from mcp import types
+
+from mcp_endpoint import protocol, relay, sessions, transport
+
+logger = logging.getLogger(__name__)
+
+STREAM_PATH = "/sse"
+MESSAGES_PATH = "/messages"
+KEEPALIVE_SECONDS = transport.KEEPALIVE_SECONDS
+
+
+def open_stream(inbound: protocol.Inbound) -> protocol.Outbound:
+    """`GET /sse` from an admitted caller: register the stream (the ASGI app then sends it)."""
+    if inbound.method != "GET":
+        return protocol.Outbound(405, {"Allow": "GET"})
+    return protocol.Outbound(200, channel=sessions.channel_open(inbound.caller.identity))
+
+
+async def stream(channel_id: str) -> AsyncIterator[bytes]:
+    """The stream's events: `endpoint` first, then every message relayed to it, with
+    keep-alive comments between; when it ends (the client left), its session ends too."""
+    try:
+        async with relay.subscribe(channel_id) as inbox:
+            endpoint = f"{MESSAGES_PATH}?sessionId={channel_id}"
+            yield f"event: endpoint\ndata: {endpoint}\n\n".encode()
+            while True:
+                yield await inbox(KEEPALIVE_SECONDS) or b": keep-alive\n\n"
+    finally:
+        await sync_to_async(sessions.channel_end)(channel_id)
+
+
+def accept_message(
+    inbound: protocol.Inbound, *, channel_id: str
+) -> protocol.Outbound | protocol.Inbound:
+    """`POST /messages?sessionId=ID` from an admitted caller: a refusal, or the request to
+    answer on the stream (as `protocol.handle` would on `/mcp`, within the stream's session).
+
+    What is wrong with the POST itself is answered on the POST; what the answer to a message
+    says (including JSON-RPC errors for a request) goes to the stream, where the client waits.
+    """
+    if inbound.method != "POST":
+        return protocol.Outbound(405, {"Allow": "POST"})
+    channel = sessions.channel_get(channel_id, owner=inbound.caller.identity)
+    if channel is None:
+        return protocol.error_reply(
+            404,
+            types.INVALID_REQUEST,
+            f"Unknown sessionId {channel_id[:128]!r}: the stream ended, or it was opened with "
+            f"another API key. Open a new stream with GET {STREAM_PATH} (same key) and POST "
+            "to the endpoint its first event names.",
+        )
+    if not inbound.headers.get("content-type", "").lower().startswith(protocol.JSON):
+        return protocol.error_reply(
+            415,
+            types.INVALID_REQUEST,
+            "POST bodies must be JSON-RPC with Content-Type: application/json.",
+        )
+    try:
+        message = json.loads(inbound.body)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        return protocol.error_reply(
+            400, types.PARSE_ERROR, f"Parse error: the body is not JSON ({exc})."
+        )
+    if not isinstance(message, dict):
+        return protocol.error_reply(
+            400,
+            types.INVALID_REQUEST,
+            "Invalid Request: send one JSON-RPC message object per POST (no batches).",
+        )
+    session_id = channel["session"]
+    if session_id is None and message.get("method") != "initialize":
+        return protocol.error_reply(
+            400,
+            types.INVALID_REQUEST,
+            "This stream has no session yet: POST initialize first, then "
+            "notifications/initialized, then other requests.",
+            request_id=message.get("id"),
+        )
+    headers = {
+        name: value
+        for name, value in inbound.headers.items()
+        if name not in (protocol.VERSION_HEADER.lower(), protocol.SESSION_HEADER)
+    }
+    headers["accept"] = f"{protocol.JSON}, {protocol.SSE}"
+    if session_id is not None:
+        headers[protocol.SESSION_HEADER] = session_id
+    return protocol.Inbound(
+        method="POST",
+        headers=headers,
+        body=inbound.body,
+        caller=inbound.caller,
+        raw_headers=list(headers.items()),
+    )
+
+
+def answer(inbound: protocol.Inbound, channel_id: str) -> protocol.Outbound:
+    """Answer an accepted message; an `initialize` binds its new session to the stream."""
+    outbound = protocol.handle(inbound)
+    started = outbound.headers.get("Mcp-Session-Id")
+    if started and started != inbound.headers.get(protocol.SESSION_HEADER):
+        sessions.channel_bind(channel_id, started)
+    return outbound
+
+
+async def deliver(channel_id: str, outbound: protocol.Outbound) -> None:
+    """Send an answer's events (or its one JSON-RPC message) to the stream's holder."""
+    chunks = transport.stream_of(outbound) or _single(outbound.body)
+    async for chunk in chunks:
+        if not await relay.publish(channel_id, chunk):
+            logger.info("SSE stream %s is gone; dropped the rest of an answer", channel_id[:8])
+            return
+
+
+async def _single(body: bytes) -> AsyncIterator[bytes]:
+    if body:
+        yield b"event: message\ndata: " + body + b"\n\n"
