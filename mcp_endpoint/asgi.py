@@ -204,5 +204,8 @@ async def _send_stream(stream: Any, receive: Receive, send: Send) -> None:
     done, pending = await asyncio.wait({pumping, watching}, return_when=asyncio.FIRST_COMPLETED)
     for task in pending:
         task.cancel()
+    # Let a cancelled stream finish its cleanup (a legacy stream ends its session) before
+    # the request is over.
+    await asyncio.gather(*pending, return_exceptions=True)
     if pumping in done:
         pumping.result()

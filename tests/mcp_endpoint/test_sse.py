@@ -1,0 +1,305 @@
+"""The legacy HTTP+SSE transport (`GET /sse`, `POST /messages`) through the lean ASGI app,
+in one process (the in-process relay, or Redis when REDIS_URL is set)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from django.db import connections
+
+from mcp_endpoint import asgi, sessions
+from mcp_endpoint.asgi import sse_app
+from mcp_endpoint.auth import authenticate
+from mcp_endpoint.rpc import Caller
+from tests.mcp_endpoint.helpers import LATEST_LEGACY, make_key
+
+WAIT_SECONDS = 10
+
+
+@pytest.fixture(autouse=True)
+def worker_thread(monkeypatch) -> Iterator[None]:
+    """One worker thread for the app, whose database connection is closed afterwards (the
+    test database cannot be dropped while a thread still holds one)."""
+    pool = ThreadPoolExecutor(max_workers=1)
+    monkeypatch.setattr(asgi, "_POOL", pool)
+    yield
+    pool.submit(connections.close_all).result(timeout=WAIT_SECONDS)
+    pool.shutdown()
+
+
+@dataclass
+class Exchange:
+    """What the app sent for one request: status, headers and body chunks."""
+
+    status: int = 0
+    headers: dict[str, str] = field(default_factory=dict)
+    chunks: list[bytes] = field(default_factory=list)
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(self.chunks)
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def _scope(method: str, path: str, headers: dict[str, str], query: str) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "method": method,
+        "path": path,
+        "query_string": query.encode(),
+        "headers": [(n.lower().encode(), v.encode()) for n, v in headers.items()],
+        "client": ("127.0.0.1", 5000),
+    }
+
+
+def _start(
+    method: str,
+    path: str,
+    *,
+    key: str | None,
+    body: bytes = b"",
+    query: str = "",
+    headers: dict[str, str] | None = None,
+) -> tuple[Exchange, asyncio.Event, asyncio.Task[None]]:
+    """Run one request in the background; set the returned event to disconnect the client."""
+    sent = {"host": "localhost", "content-type": "application/json", **(headers or {})}
+    if key:
+        sent["authorization"] = f"Bearer {key}"
+    sent["content-length"] = str(len(body))
+    exchange, leave = Exchange(), asyncio.Event()
+    delivered = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await leave.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            exchange.status = message["status"]
+            exchange.headers = {n.decode(): v.decode() for n, v in message["headers"]}
+            exchange.started.set()
+        elif message.get("body"):
+            exchange.chunks.append(message["body"])
+            exchange.arrived.set()
+
+    task = asyncio.create_task(sse_app(_scope(method, path, sent, query), receive, send))
+    return exchange, leave, task
+
+
+async def _request(method: str, path: str, **kwargs: Any) -> Exchange:
+    exchange, _, task = _start(method, path, **kwargs)
+    await asyncio.wait_for(task, WAIT_SECONDS)
+    return exchange
+
+
+async def _next_event(stream: Exchange) -> bytes:
+    """The stream's next chunk that is not a keep-alive."""
+    async with asyncio.timeout(WAIT_SECONDS):
+        while True:
+            while not stream.chunks:
+                stream.arrived.clear()
+                await stream.arrived.wait()
+            chunk = stream.chunks.pop(0)
+            if not chunk.startswith(b":"):
+                return chunk
+
+
+def _data(event: bytes) -> Any:
+    return json.loads(event.split(b"data: ", 1)[1])
+
+
+def _message(method: str, request_id: int | None = None, params: Any = None) -> bytes:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params or {}}
+    if request_id is not None:
+        message["id"] = request_id
+    return json.dumps(message).encode()
+
+
+INITIALIZE = _message(
+    "initialize",
+    1,
+    {
+        "protocolVersion": LATEST_LEGACY,
+        "capabilities": {},
+        "clientInfo": {"name": "tests", "version": "1"},
+    },
+)
+
+
+async def _open(key: str) -> tuple[Exchange, asyncio.Event, asyncio.Task[None], str]:
+    """Open a stream; its endpoint's sessionId."""
+    stream, leave, task = _start("GET", "/sse", key=key)
+    endpoint = await _next_event(stream)
+    assert endpoint.startswith(b"event: endpoint\ndata: /messages?sessionId=")
+    channel_id = endpoint.decode().split("sessionId=", 1)[1].strip()
+    return stream, leave, task, channel_id
+
+
+async def _close(leave: asyncio.Event, task: asyncio.Task[None]) -> None:
+    leave.set()
+    await asyncio.wait_for(task, WAIT_SECONDS)
+
+
+def test_a_stream_answers_posted_messages_and_ends_its_session_when_it_closes(key):
+    async def scenario() -> None:
+        stream, leave, task, channel_id = await _open(key)
+        assert stream.status == 200
+        assert stream.headers["content-type"] == "text/event-stream"
+        query = f"sessionId={channel_id}"
+
+        posted = await _request("POST", "/messages", key=key, body=INITIALIZE, query=query)
+        assert (posted.status, posted.body) == (202, b"")
+        initialized = _data(await _next_event(stream))
+        assert initialized["result"]["protocolVersion"] == LATEST_LEGACY
+        note = await _request(
+            "POST", "/messages", key=key, body=_message("notifications/initialized"), query=query
+        )
+        assert note.status == 202
+        listed = await _request(
+            "POST", "/messages", key=key, body=_message("tools/list", 2), query=query
+        )
+        assert listed.status == 202
+        event = await _next_event(stream)
+        assert event.startswith(b"event: message\n")
+        assert "search_nodes" in [tool["name"] for tool in _data(event)["result"]["tools"]]
+        session_id = sessions.channel_get(channel_id, owner=_identity(key))["session"]
+
+        await _close(leave, task)
+        assert sessions.channel_get(channel_id, owner=_identity(key)) is None
+        assert sessions.session_get(session_id, owner=_identity(key)) is None
+        after = await _request(
+            "POST", "/messages", key=key, body=_message("tools/list", 3), query=query
+        )
+        assert after.status == 404
+
+    asyncio.run(scenario())
+
+
+def _identity(key: str) -> str:
+    caller = authenticate({"authorization": f"Bearer {key}"}, "127.0.0.1")
+    assert isinstance(caller, Caller)
+    return caller.identity
+
+
+def test_a_request_refused_by_scope_is_answered_on_the_stream(transactional_db):
+    reader = make_key(scopes=[])
+
+    async def scenario() -> None:
+        stream, leave, task, channel_id = await _open(reader)
+        query = f"sessionId={channel_id}"
+        await _request("POST", "/messages", key=reader, body=INITIALIZE, query=query)
+        await _next_event(stream)
+        refused = await _request(
+            "POST", "/messages", key=reader, body=_message("tools/list", 2), query=query
+        )
+        assert refused.status == 202
+        answer = _data(await _next_event(stream))
+        assert answer["id"] == 2
+        assert "scope" in answer["error"]["message"]
+        await _close(leave, task)
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("path", ["/sse", "/messages"])
+def test_without_a_key_both_steps_are_refused(transactional_db, path):
+    method = "GET" if path == "/sse" else "POST"
+    answer = asyncio.run(_request(method, path, key=None, body=INITIALIZE, query="sessionId=x"))
+    assert answer.status == 401
+    assert "Authorization: Bearer" in answer.json()["error"]["message"]
+    assert answer.headers["www-authenticate"].startswith("Bearer")
+
+
+def test_a_stream_belongs_to_the_key_that_opened_it(key):
+    other = make_key()
+
+    async def scenario() -> Exchange:
+        _, leave, task, channel_id = await _open(key)
+        answer = await _request(
+            "POST", "/messages", key=other, body=INITIALIZE, query=f"sessionId={channel_id}"
+        )
+        await _close(leave, task)
+        return answer
+
+    answer = asyncio.run(scenario())
+    assert answer.status == 404
+    assert "another API key" in answer.json()["error"]["message"]
+
+
+def test_an_unknown_session_is_not_found_and_says_how_to_start_one(key):
+    answer = asyncio.run(
+        _request("POST", "/messages", key=key, body=INITIALIZE, query="sessionId=nope")
+    )
+    assert answer.status == 404
+    error = answer.json()["error"]
+    assert error["code"] == -32600
+    assert "GET /sse" in error["message"]
+
+
+def test_a_message_before_initialize_is_refused(key):
+    async def scenario() -> Exchange:
+        _, leave, task, channel_id = await _open(key)
+        answer = await _request(
+            "POST",
+            "/messages",
+            key=key,
+            body=_message("tools/list", 7),
+            query=f"sessionId={channel_id}",
+        )
+        await _close(leave, task)
+        return answer
+
+    answer = asyncio.run(scenario())
+    assert answer.status == 400
+    assert answer.json()["id"] == 7
+    assert "initialize first" in answer.json()["error"]["message"]
+
+
+def test_an_oversized_body_is_refused_before_it_is_read(key, settings):
+    settings.MCP_MAX_BODY_BYTES = 100
+    answer = asyncio.run(
+        _request("POST", "/messages", key=key, body=b" " * 101 + INITIALIZE, query="sessionId=x")
+    )
+    assert answer.status == 413
+    assert "MCP_MAX_BODY_BYTES" in answer.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("path", ["/sse", "/messages"])
+def test_a_foreign_host_or_origin_is_refused(key, path):
+    method = "GET" if path == "/sse" else "POST"
+    host = asyncio.run(_request(method, path, key=key, headers={"host": "evil.example"}))
+    assert host.status == 400
+    assert b"ALLOWED_HOSTS" in host.body
+    origin = asyncio.run(
+        _request(method, path, key=key, headers={"origin": "https://evil.example"})
+    )
+    assert origin.status == 403
+    assert b"MCP_ALLOWED_ORIGINS" in origin.body
+
+
+def test_a_message_that_is_not_json_is_a_parse_error_on_the_post(key):
+    async def scenario() -> Exchange:
+        _, leave, task, channel_id = await _open(key)
+        answer = await _request(
+            "POST", "/messages", key=key, body=b"{not json", query=f"sessionId={channel_id}"
+        )
+        await _close(leave, task)
+        return answer
+
+    answer = asyncio.run(scenario())
+    assert answer.status == 400
+    assert answer.json()["error"]["code"] == -32700
