@@ -129,15 +129,19 @@ def _message(method: str, request_id: int | None = None, params: Any = None) -> 
     return json.dumps(message).encode()
 
 
-INITIALIZE = _message(
-    "initialize",
-    1,
-    {
-        "protocolVersion": LATEST_LEGACY,
-        "capabilities": {},
-        "clientInfo": {"name": "tests", "version": "1"},
-    },
-)
+def _initialize(version: str) -> bytes:
+    return _message(
+        "initialize",
+        1,
+        {
+            "protocolVersion": version,
+            "capabilities": {},
+            "clientInfo": {"name": "tests", "version": "1"},
+        },
+    )
+
+
+INITIALIZE = _initialize(LATEST_LEGACY)
 
 
 async def _open(key: str) -> tuple[Exchange, asyncio.Event, asyncio.Task[None], str]:
@@ -303,3 +307,20 @@ def test_a_message_that_is_not_json_is_a_parse_error_on_the_post(key):
     answer = asyncio.run(scenario())
     assert answer.status == 400
     assert answer.json()["error"]["code"] == -32700
+
+
+def test_the_transports_own_revision_is_negotiated(key):
+    async def scenario() -> dict[str, Any]:
+        stream, leave, task, channel_id = await _open(key)
+        await _request(
+            "POST",
+            "/messages",
+            key=key,
+            body=_initialize("2024-11-05"),
+            query=f"sessionId={channel_id}",
+        )
+        answer = _data(await _next_event(stream))
+        await _close(leave, task)
+        return answer
+
+    assert asyncio.run(scenario())["result"]["protocolVersion"] == "2024-11-05"
