@@ -4,7 +4,8 @@
 each names, as does `/api/v1/runs/{id}/cancel` (tools:execute, the key's own runs);
 `/api/v1/public/health` is open; the `internal` endpoints accept only the service token
 (`MCP_INTERNAL_TOKEN`) or a client in `MCP_INTERNAL_NETWORKS`. OpenAPI docs are at
-`/api/v1/docs`.
+`/api/v1/docs`; the schema documents every status a route can answer, each refusal as one
+`ErrorOut` (tests/mcp_endpoint/test_rest_schema.py holds the API to it).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from django.http import HttpRequest, HttpResponse
 from mcp import types
 from mcp.types import methods
 from ninja import NinjaAPI, Schema
+from ninja.errors import HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from pydantic import Field
 
@@ -51,7 +53,56 @@ USAGE_EXAMPLES: dict[str, list[dict[str, Any]]] = {
 }
 
 
+class ErrorOut(Schema):
+    """The body of every refusal: one message that says what was wrong and how to fix it."""
+
+    error: str = Field(description="What was wrong with the request and how to fix it.")
+
+
+class HealthOut(Schema):
+    """The seed's health answer: healthy or not, and why not."""
+
+    healthy: bool
+    version: str
+    available_tools: list[str]
+    timestamp: int
+    error: str | None = Field(description="Why the service is unhealthy; null when healthy.")
+    request_id: str
+    processing_time_ms: float
+
+
+class PublicHealthOut(Schema):
+    """The keyless liveness answer for load balancers."""
+
+    status: str = Field(description="ok, or unavailable (with HTTP 503).")
+
+
+class CancelOut(Schema):
+    """What became of a cancel request: the run's status and a message saying why."""
+
+    run_id: int
+    status: str
+    message: str
+
+
+# Refusals a keyed route can answer before it does anything: no or a bad key (401), a key
+# without the route's scope (403), the key's per-minute limit spent (429).
+KEYED = (401, 403, 429)
+# A path parameter that does not match its declared type.
+INVALID = 422
+# A body that is not JSON (400) or does not match its declared schema (422).
+INVALID_BODY = (400, INVALID)
+
+
+def responses(ok: Any, *errors: int) -> dict[int, Any]:
+    """A route's documented responses: `ok` for 200 and the shared `ErrorOut` for each status
+    in `errors`, so the OpenAPI schema lists every answer a client can get."""
+    return {200: ok, **dict.fromkeys(errors, ErrorOut)}
+
+
 class ApiRefusal(Exception):
+    """A request refused with `status` and a message saying how to fix it (an `ErrorOut`)."""
+
     def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
         self.status, self.message, self.headers = status, message, headers or {}
 
@@ -73,6 +124,19 @@ def _invalid(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
     return api.create_response(
         request, {"error": "Invalid request: " + "; ".join(problems)}, status=422
     )
+
+
+@api.exception_handler(HttpError)
+def _unparsable(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    """django-ninja's own refusals in the shared `ErrorOut` shape. Its only one here is a 400
+    for a body that is not JSON, which it words as 'Cannot parse request body'."""
+    message = str(exc)
+    if exc.status_code == 400:
+        message = (
+            "Invalid request: the body is not valid JSON. Send a JSON object with "
+            'Content-Type: application/json, e.g. {"name": "get_node_types", "arguments": {}}.'
+        )
+    return api.create_response(request, {"error": message}, status=exc.status_code)
 
 
 def _caller(request: HttpRequest, scope: str) -> Caller:
@@ -132,27 +196,47 @@ def _invoke(body: InvokeRequest) -> tuple[dict[str, Any], float]:
     return methods.serialize_server_result("tools/call", LATEST_HANDSHAKE_VERSION, dumped), elapsed
 
 
-@api.get("/mcp/tools/internal", tags=["internal"], summary="List tools (internal services)")
+@api.get(
+    "/mcp/tools/internal",
+    tags=["internal"],
+    summary="List tools (internal services)",
+    response=responses(dict[str, Any], 403),
+)
 def tools_internal(request: HttpRequest) -> dict[str, Any]:
     _internal_only(request)
     return {"tools": [_tool_summary(name) for name in TOOLS]}
 
 
-@api.post("/mcp/invoke/internal", tags=["internal"], summary="Invoke a tool (internal services)")
+@api.post(
+    "/mcp/invoke/internal",
+    tags=["internal"],
+    summary="Invoke a tool (internal services)",
+    response=responses(dict[str, Any], 403, *INVALID_BODY),
+)
 def invoke_internal(request: HttpRequest, body: InvokeRequest) -> dict[str, Any]:
     _internal_only(request)
     result, _ = _invoke(body)
     return result
 
 
-@api.get("/mcp/tools", tags=["mcp"], summary="List the MCP tools (scope tools:read)")
+@api.get(
+    "/mcp/tools",
+    tags=["mcp"],
+    summary="List the MCP tools (scope tools:read)",
+    response=responses(dict[str, Any], *KEYED),
+)
 def list_tools(request: HttpRequest) -> dict[str, Any]:
     _caller(request, "tools:read")
     tools = [_tool_summary(name) for name in TOOLS]
     return {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "result": {"tools": tools}}
 
 
-@api.post("/mcp/invoke", tags=["mcp"], summary="Invoke a tool (scope tools:execute)")
+@api.post(
+    "/mcp/invoke",
+    tags=["mcp"],
+    summary="Invoke a tool (scope tools:execute)",
+    response=responses(dict[str, Any], *KEYED, *INVALID_BODY),
+)
 def invoke(request: HttpRequest, body: InvokeRequest) -> dict[str, Any]:
     _caller(request, "tools:execute")
     request_id = str(uuid.uuid4())
@@ -163,7 +247,12 @@ def invoke(request: HttpRequest, body: InvokeRequest) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
-@api.get("/mcp/tools/{tool_name}", tags=["mcp"], summary="Describe one tool (scope tools:read)")
+@api.get(
+    "/mcp/tools/{tool_name}",
+    tags=["mcp"],
+    summary="Describe one tool (scope tools:read)",
+    response=responses(dict[str, Any], *KEYED, 404),
+)
 def tool_detail(request: HttpRequest, tool_name: str) -> dict[str, Any]:
     start = time.perf_counter()
     _caller(request, "tools:read")
@@ -184,6 +273,7 @@ def tool_detail(request: HttpRequest, tool_name: str) -> dict[str, Any]:
     "/runs/{run_id}/cancel",
     tags=["runs"],
     summary="Cancel a workflow run started with your key (scope tools:execute)",
+    response=responses(CancelOut, *KEYED, 404, INVALID),
 )
 def cancel_run(request: HttpRequest, run_id: int) -> dict[str, Any]:
     caller = _caller(request, "tools:execute")
@@ -212,7 +302,12 @@ def _database_ok() -> str | None:
     return None
 
 
-@api.get("/mcp/health", tags=["mcp"], summary="Service health (scope health:check)")
+@api.get(
+    "/mcp/health",
+    tags=["mcp"],
+    summary="Service health (scope health:check)",
+    response=responses(HealthOut, *KEYED),
+)
 def health(request: HttpRequest) -> dict[str, Any]:
     start = time.perf_counter()
     _caller(request, "health:check")
@@ -228,7 +323,12 @@ def health(request: HttpRequest) -> dict[str, Any]:
     }
 
 
-@api.get("/public/health", tags=["public"], summary="Liveness for load balancers (no key)")
+@api.get(
+    "/public/health",
+    tags=["public"],
+    summary="Liveness for load balancers (no key)",
+    response={200: PublicHealthOut, 503: PublicHealthOut},
+)
 def public_health(request: HttpRequest) -> HttpResponse:
     error = _database_ok()
     return api.create_response(
