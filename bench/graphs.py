@@ -113,6 +113,8 @@ class Ours:
                 "DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/switchyard_bench"
             ),
             "ALLOWED_HOSTS": "127.0.0.1",
+            # Plain HTTP on loopback: no redirect to HTTPS.
+            "SECURE_SSL_REDIRECT": "false",
         }
         self.env.pop("REDIS_URL", None)
         _ensure_database(self.env["DATABASE_URL"])

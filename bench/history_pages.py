@@ -38,6 +38,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 # A production start: no query log kept by the debug cursor. The key only signs sessions.
 os.environ.setdefault("DEBUG", "false")
 os.environ.setdefault("SECRET_KEY", "bench-history-pages-" + os.urandom(16).hex())
+# The test client speaks plain HTTP: no redirect to HTTPS.
+os.environ.setdefault("SECURE_SSL_REDIRECT", "false")
 
 import django  # noqa: E402
 

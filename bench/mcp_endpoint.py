@@ -379,6 +379,8 @@ def base_env(workdir: Path) -> dict[str, str]:
         DEBUG="false",
         SECRET_KEY=secrets.token_urlsafe(50),
         ALLOWED_HOSTS="127.0.0.1",
+        # Plain HTTP on loopback: no redirect to HTTPS.
+        SECURE_SSL_REDIRECT="false",
         LOG_LEVEL="WARNING",
         PYTHONUNBUFFERED="1",
     )

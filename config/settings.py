@@ -30,6 +30,20 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean: use true or false.")
 
 
+def env_int(name: str, default: int) -> int:
+    """Read a whole number (zero or more) from the environment; anything else is refused."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a whole number of zero or more.")
+    return value
+
+
 def env_list(name: str, default: str) -> list[str]:
     """Read a comma-separated environment variable."""
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
@@ -139,10 +153,30 @@ STORAGES = {
 # Serve assets straight from the apps in development, so no collectstatic step is needed.
 WHITENOISE_USE_FINDERS = DEBUG
 
+# Django's defaults, stated because `check --deploy` and docs/security.md rely on them: pages
+# cannot be framed (clickjacking), and browsers must not guess content types from the body.
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SESSION_COOKIE_HTTPONLY = True
+
+# Production (DEBUG=false) is HTTPS only; each control can be turned off by env for the one
+# case that needs it: a plain-HTTP start on loopback (tests/e2e, bench) sets
+# SECURE_COOKIES=false and SECURE_SSL_REDIRECT=false.
 if not DEBUG:
+    # TLS ends at the proxy, which must send X-Forwarded-Proto (docs/operations.md).
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", default=True)
     CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    # A proxy that already redirects to HTTPS may set it false; the redirect is harmless there.
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=True)
+    # Load balancers probe the backend over plain HTTP, where a redirect reads as "down".
+    SECURE_REDIRECT_EXEMPT = [r"^api/v1/public/health$"]
+    # One year, the minimum the browsers' preload lists accept; start lower (e.g. 3600) on a
+    # first HTTPS rollout, since browsers remember it for this long. 0 turns HSTS off.
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+    # Only announces consent; the domain joins the lists when submitted to hstspreload.org.
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=True)
 
 LOGGING = {
     "version": 1,

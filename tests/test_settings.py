@@ -21,8 +21,18 @@ SETTINGS_VARIABLES = (
     "DATABASE_URL",
     "REDIS_URL",
     "SECURE_COOKIES",
+    "SECURE_SSL_REDIRECT",
+    "SECURE_HSTS_SECONDS",
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS",
+    "SECURE_HSTS_PRELOAD",
     "LOG_LEVEL",
 )
+PRODUCTION = {
+    "DEBUG": "false",
+    # `check --deploy` wants 50 characters or more, of many different ones.
+    "SECRET_KEY": "a-long-random-production-key-0123456789-abcdefghijklmnopqrstuvwxyz",
+    "ALLOWED_HOSTS": "switchyard.example.com",
+}
 
 PRINT_SETTINGS = """
 import json
@@ -40,17 +50,20 @@ print(json.dumps({
     "CACHE_BACKEND": settings.CACHES["default"]["BACKEND"],
     "CACHE_LOCATION": settings.CACHES["default"].get("LOCATION", ""),
     "SESSION_COOKIE_SECURE": settings.SESSION_COOKIE_SECURE,
+    "SECURE_SSL_REDIRECT": settings.SECURE_SSL_REDIRECT,
+    "SECURE_HSTS_SECONDS": settings.SECURE_HSTS_SECONDS,
 }))
 """
 
 
-def start(**variables: str) -> subprocess.CompletedProcess:
-    """Load the settings in a new interpreter with only `variables` set on top of a clean env."""
+def start(*command: str, **variables: str) -> subprocess.CompletedProcess:
+    """Run `command` (by default: load the settings and print them) in a new interpreter with
+    only `variables` set on top of a clean env."""
     env = {name: value for name, value in os.environ.items() if name not in SETTINGS_VARIABLES}
     env["DJANGO_SETTINGS_MODULE"] = "config.settings"
     env.update(variables)
     return subprocess.run(
-        [sys.executable, "-c", PRINT_SETTINGS],
+        [sys.executable, *(command or ("-c", PRINT_SETTINGS))],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -141,3 +154,38 @@ def test_without_a_redis_url_the_cache_is_in_process():
     settings = loaded()
 
     assert settings["CACHE_BACKEND"] == "django.core.cache.backends.locmem.LocMemCache"
+
+
+def test_a_production_start_passes_djangos_deploy_checks():
+    result = start("manage.py", "check", "--deploy", "--fail-level", "WARNING", **PRODUCTION)
+
+    assert result.returncode == 0, result.stderr
+    assert "System check identified no issues" in result.stdout
+
+
+def test_a_production_start_redirects_to_https_and_sends_hsts_for_a_year():
+    settings = loaded(**PRODUCTION)
+
+    assert settings["SECURE_SSL_REDIRECT"] is True
+    assert settings["SECURE_HSTS_SECONDS"] == 31536000
+
+
+def test_a_plain_http_test_start_can_turn_the_https_controls_off():
+    settings = loaded(
+        **PRODUCTION, SECURE_COOKIES="false", SECURE_SSL_REDIRECT="false", SECURE_HSTS_SECONDS="0"
+    )
+
+    assert settings["SESSION_COOKIE_SECURE"] is False
+    assert settings["SECURE_SSL_REDIRECT"] is False
+    assert settings["SECURE_HSTS_SECONDS"] == 0
+
+
+def test_a_local_start_does_not_redirect_to_https():
+    assert loaded()["SECURE_SSL_REDIRECT"] is False
+
+
+def test_it_refuses_an_hsts_age_that_is_not_a_whole_number():
+    result = start(**PRODUCTION, SECURE_HSTS_SECONDS="1y")
+
+    assert result.returncode != 0
+    assert "SECURE_HSTS_SECONDS='1y' is not a whole number" in result.stderr

@@ -67,6 +67,7 @@ def start_server(tmp: Path, **settings: str) -> Iterator[LiveServer]:
         "SECRET_KEY": "e2e-test-secret-key-" + "x" * 40,
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "SECURE_COOKIES": "false",
+        "SECURE_SSL_REDIRECT": "false",
         **settings,
     }
     _manage(env, "migrate", "--verbosity", "0")
