@@ -121,9 +121,18 @@ def _reply(
     return _json(200, response, extra_headers)
 
 
-def _decode(body: bytes) -> tuple[Any, Outbound | None]:
+def json_body(inbound: Inbound) -> tuple[Any, Outbound | None]:
+    """A POST's JSON message, or the refusal of a body that is not JSON (shared with the
+    legacy SSE transport)."""
+    content_type = inbound.headers.get("content-type", "")
+    if not content_type.lower().startswith(JSON):
+        return None, error_reply(
+            415 if content_type else 400,
+            types.INVALID_REQUEST,
+            "POST bodies must be JSON-RPC with Content-Type: application/json.",
+        )
     try:
-        return json.loads(body), None
+        return json.loads(inbound.body), None
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         return None, error_reply(
             400, types.PARSE_ERROR, f"Parse error: the body is not JSON ({exc})."
@@ -149,14 +158,7 @@ def _is_modern(inbound: Inbound, message: Any) -> bool:
 def handle(inbound: Inbound) -> Outbound:
     """Answer one HTTP request to the MCP endpoint."""
     if inbound.method == "POST":
-        content_type = inbound.headers.get("content-type", "")
-        if not content_type.lower().startswith(JSON):
-            return error_reply(
-                415 if content_type else 400,
-                types.INVALID_REQUEST,
-                "POST bodies must be JSON-RPC with Content-Type: application/json.",
-            )
-        message, problem = _decode(inbound.body)
+        message, problem = json_body(inbound)
         if problem:
             return problem
     else:

@@ -15,7 +15,6 @@ key that POSTs must be the one that opened the stream.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator
 
@@ -71,18 +70,9 @@ def accept_message(
             f"another API key. Open a new stream with GET {STREAM_PATH} (same key) and POST "
             "to the endpoint its first event names.",
         )
-    if not inbound.headers.get("content-type", "").lower().startswith(protocol.JSON):
-        return protocol.error_reply(
-            415,
-            types.INVALID_REQUEST,
-            "POST bodies must be JSON-RPC with Content-Type: application/json.",
-        )
-    try:
-        message = json.loads(inbound.body)
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        return protocol.error_reply(
-            400, types.PARSE_ERROR, f"Parse error: the body is not JSON ({exc})."
-        )
+    message, problem = protocol.json_body(inbound)
+    if problem:
+        return problem
     if not isinstance(message, dict):
         return protocol.error_reply(
             400,
