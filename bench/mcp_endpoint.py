@@ -20,11 +20,12 @@ ACTION/HTTP_REQUEST) and `tools/list`, at each concurrency, in both protocol era
 The load comes from `wrk` (one thread, keep-alive connections = concurrency; install with
 `apt-get install -y wrk`). Each (era, method, concurrency) cell runs every server in turn,
 A B A B for `--rounds` rounds, each run `--warmup` s discarded then `--duration` s measured,
-so drift of the shared machine hits all servers alike. Every response of a run must be 2xx
-(wrk's non-2xx/3xx count and socket errors must be zero) and one request per server and cell
-is checked for the right content first. `cpu ms/req` is the server processes' CPU time
-(Redis included where used) over requests: an efficiency figure that does not depend on how
-much CPU the load generator took. Ratios are ours / peer (above 1: we are faster).
+so drift of the shared machine hits all servers alike. Every response of ours must be 2xx
+(wrk's non-2xx/3xx count and socket errors must be zero; a peer's are listed after the
+table) and one request per server and cell is checked for the right content first.
+`cpu ms/req` is the server processes' CPU time (Redis included where used) over requests: an
+efficiency figure that does not depend on how much CPU the load generator took. Ratios are
+ours / peer (above 1: we are faster).
 """
 
 from __future__ import annotations
@@ -281,6 +282,14 @@ def verify(server: Server, era: str, method: str) -> int:
 # ---------------------------------------------------------------------------- wrk
 
 LUA_DONE = """
+-- The first answer that was not 2xx, so an error report can say what it was.
+response = function(status, headers, body)
+  if status >= 300 and first_error == nil then
+    first_error = status .. " " .. string.sub(body or "", 1, 200)
+    io.stderr:write("WRK_FIRST_ERROR " .. first_error .. "\\n")
+  end
+end
+
 done = function(summary, latency, requests)
   local e = summary.errors
   io.write(string.format(
@@ -316,10 +325,18 @@ class Run:
     p50_ms: float
     p99_ms: float
     cpu_seconds: float
+    # Non-2xx answers and the first of them; only a peer may have any (ours must not).
+    failed: int = 0
+    first_error: str = ""
 
     @property
     def rps(self) -> float:
         return self.requests / self.seconds
+
+
+def first_error(stderr: str) -> str:
+    line = next((x for x in stderr.splitlines() if x.startswith("WRK_FIRST_ERROR ")), "")
+    return line.removeprefix("WRK_FIRST_ERROR ") or "not recorded"
 
 
 def wrk(server: Server, script: Path, connections: int, seconds: int, label: str) -> Run:
@@ -335,13 +352,22 @@ def wrk(server: Server, script: Path, connections: int, seconds: int, label: str
         raise SystemExit(f"wrk failed for {label}:\n{result.stdout}\n{result.stderr}")
     data = json.loads(line.removeprefix("WRK_JSON "))
     errors = {k: data[k] for k in ("status", "connect", "read", "write", "timeout") if data[k]}
-    if errors or data["requests"] == 0:
+    # Our server must answer every request; a peer's errors are reported with its figures
+    # (the SDK's stateful server answers an occasional 500 under load), not fatal.
+    if data["requests"] == 0 or (errors and server.kind == "ours"):
         raise SystemExit(
             f"{label}: {data['requests']} requests with errors {errors} "
-            f"(status = non-2xx/3xx responses); server log {server.log}:\n{tail(server.log)}"
+            f"(status = non-2xx/3xx responses; the first: {first_error(result.stderr)}); "
+            f"server log {server.log}:\n{tail(server.log)}"
         )
     return Run(
-        data["requests"], data["duration_us"] / 1e6, data["p50_us"] / 1e3, data["p99_us"] / 1e3, cpu
+        data["requests"],
+        data["duration_us"] / 1e6,
+        data["p50_us"] / 1e3,
+        data["p99_us"] / 1e3,
+        cpu,
+        failed=sum(errors.values()),
+        first_error=first_error(result.stderr) if errors else "",
     )
 
 
@@ -507,6 +533,16 @@ def report(cells: list[Cell], ours: list[str], peers: list[str], markdown: bool)
                     f"  {cell.era:6} {cell.method:10} c{cell.concurrency:<3} {label}: "
                     f"{ratio:.2f}x {best} (target {target}x) {verdict}"
                 )
+    failures = [
+        f"  {cell.era} {cell.method} c{cell.concurrency} {label}: {run.failed} of "
+        f"{run.requests} answers not 2xx, the first: {run.first_error}"
+        for cell in cells
+        for label, runs in cell.runs.items()
+        for run in runs
+        if run.failed
+    ]
+    if failures:
+        out += ["", "Peer errors (their runs still count):", *failures]
     return "\n".join(out)
 
 
