@@ -40,4 +40,6 @@ def callers(db) -> list[dict[str, str]]:
 )
 def test_the_rest_api_keeps_to_its_schema(case, callers):
     for headers in callers:
-        case.call_and_validate(headers=headers)
+        # Raises on a server error or on a status, header or body the schema does not allow.
+        response = case.call_and_validate(headers=headers)
+        assert response.status_code < 500
