@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import pytest
 import schemathesis
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 
 from config.wsgi import application
@@ -19,6 +21,18 @@ schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", application)
 
 # Per operation; with 8 operations and 3 callers the whole test stays around ten seconds.
 MAX_EXAMPLES = 25
+
+
+@pytest.fixture(autouse=True)
+def _keep_the_test_connection():
+    """The WSGI app closes old database connections around each request, which would close
+    the test's own connection in the middle of its transaction on PostgreSQL; Django's test
+    client turns that off the same way."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
 
 
 @pytest.fixture
