@@ -50,7 +50,9 @@ def _build() -> dict[str, WorkflowTool]:
     return {row[0]: WorkflowTool(*row) for row in sorted(rows)}
 
 
-_snapshot = StampedSnapshot("graphs:workflows-generation", _table_stamp, _build)
+# The cache key whose value changes with every announced change of the workflows.
+GENERATION_KEY = "graphs:workflows-generation"
+_snapshot = StampedSnapshot(GENERATION_KEY, _table_stamp, _build)
 
 
 def workflows_changed() -> None:

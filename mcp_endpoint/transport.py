@@ -175,12 +175,19 @@ async def _events(events: list[dict[str, Any]]) -> AsyncIterator[bytes]:
         yield _sse(event)
 
 
+# What a `subscriptions/listen` kind watches: the cache generation that changes with it, and
+# the notification sent when it does. Prompts never change at run time, so that kind stays quiet.
+_WATCHED = {
+    "resourcesListChanged": (GENERATION_KEY, "notifications/resources/list_changed"),
+    "toolsListChanged": (toolset.GENERATION_KEY, "notifications/tools/list_changed"),
+}
+
+
 async def _listen(listen: dict[str, Any]) -> AsyncIterator[bytes]:
-    """`subscriptions/listen`: acknowledge, then report catalog changes until the time is up."""
+    """`subscriptions/listen`: acknowledge, then report catalog (resources) and workflow
+    (tools) changes until the time is up."""
     request_id = listen["id"]
     asked = (listen["params"] or {}).get("notifications") or {}
-    # Tools and prompts never change at run time, so those subscriptions stay quiet; the
-    # catalog (resources) does change.
     granted = {kind: True for kind in LISTENABLE if asked.get(kind) is True}
     meta = {"io.modelcontextprotocol/subscriptionId": request_id}
     yield _sse(
@@ -190,23 +197,19 @@ async def _listen(listen: dict[str, Any]) -> AsyncIterator[bytes]:
             "params": {"notifications": granted, "_meta": meta},
         }
     )
-    generation = await cache.aget(GENERATION_KEY)
+    watched = {kind: _WATCHED[kind] for kind in granted if kind in _WATCHED}
+    seen = {kind: await cache.aget(key) for kind, (key, _) in watched.items()}
     deadline = time.monotonic() + settings.MCP_LISTEN_SECONDS
     last_sent = time.monotonic()
     while time.monotonic() < deadline:
         await asyncio.sleep(LISTEN_POLL_SECONDS)
-        current = await cache.aget(GENERATION_KEY)
-        if granted.get("resourcesListChanged") and current != generation:
-            generation = current
-            last_sent = time.monotonic()
-            yield _sse(
-                {
-                    "jsonrpc": "2.0",
-                    "method": "notifications/resources/list_changed",
-                    "params": {"_meta": meta},
-                }
-            )
-        elif time.monotonic() - last_sent >= KEEPALIVE_SECONDS:
+        for kind, (key, method) in watched.items():
+            current = await cache.aget(key)
+            if current != seen[kind]:
+                seen[kind] = current
+                last_sent = time.monotonic()
+                yield _sse({"jsonrpc": "2.0", "method": method, "params": {"_meta": meta}})
+        if time.monotonic() - last_sent >= KEEPALIVE_SECONDS:
             last_sent = time.monotonic()
             yield b": keep-alive\n\n"
     yield _sse(

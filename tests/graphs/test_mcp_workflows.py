@@ -135,3 +135,37 @@ def test_a_2025_session_calls_workflows_and_the_run_records_the_session(client, 
     )
     assert messages[-1]["result"]["structuredContent"] == {"sum": 6, "steps": 3}
     assert Run.objects.get().session_id == session_id
+
+
+def test_a_listening_client_hears_that_the_tools_changed(client, key, settings, monkeypatch):
+    import threading
+
+    from django.db import connection
+
+    from mcp_endpoint import transport
+
+    settings.MCP_LISTEN_SECONDS = 2
+    monkeypatch.setattr(transport, "LISTEN_POLL_SECONDS", 0.05)
+    workflow = Workflow.objects.get(name="classify")
+    params = {"notifications": {"toolsListChanged": True}}
+    response = modern(client, "subscriptions/listen", params, key=key, accept=BOTH, request_id=7)
+
+    # The stream runs while it is read: disable a workflow half a second into it, from a
+    # thread of its own (which closes its database connection when done).
+    def disable() -> None:
+        try:
+            workflow_set_enabled(workflow=workflow, enabled=False)
+        finally:
+            connection.close()
+
+    change = threading.Timer(0.5, disable)
+    change.start()
+    try:
+        messages = sse_messages(response)
+    finally:
+        change.join()
+    methods = [message.get("method") for message in messages]
+    assert methods[0] == "notifications/subscriptions/acknowledged"
+    assert messages[0]["params"]["notifications"] == {"toolsListChanged": True}
+    assert methods.count("notifications/tools/list_changed") == 1
+    assert messages[-1]["id"] == 7
