@@ -144,7 +144,7 @@ def _downstream(
 def _status_of(error: GraphRunError) -> str:
     if error.kind == "cancelled":
         return Run.Status.CANCELLED
-    if error.kind == "limit" and "maxExecutionTimeMs" in str(error):
+    if error.limit == "maxExecutionTimeMs":
         return Run.Status.TIMED_OUT
     return Run.Status.FAILED
 

@@ -23,13 +23,17 @@ class DefinitionError(ValueError):
 class GraphRunError(Exception):
     """A run that stopped before its exit node: why, where, and what kind of failure it was."""
 
-    def __init__(self, message: str, node_id: str | None, kind: str) -> None:
+    def __init__(
+        self, message: str, node_id: str | None, kind: str, *, limit: str | None = None
+    ) -> None:
         if kind not in RUN_ERROR_KINDS:
             raise ValueError(f"unknown run error kind {kind!r}; use one of {RUN_ERROR_KINDS}")
         super().__init__(message)
         self.message = message
         self.node_id = node_id
         self.kind = kind
+        #: With kind "limit": which one, "maxNodeExecutions" or "maxExecutionTimeMs".
+        self.limit = limit
 
 
 class RunCancelled(GraphRunError):

@@ -108,6 +108,7 @@ class _Run:
                 "executionLimits.maxNodeExecutions or fix the loop condition",
                 node.id,
                 "limit",
+                limit="maxNodeExecutions",
             )
         elapsed_ms = (time.monotonic() - self.started) * 1000
         if elapsed_ms >= limits.max_execution_time_ms:
@@ -118,6 +119,7 @@ class _Run:
                 "iterations, faster tools)",
                 node.id,
                 "limit",
+                limit="maxExecutionTimeMs",
             )
 
     def _step(self, compiled: CompiledNode) -> tuple[Any, str | None]:
@@ -252,6 +254,7 @@ class _Run:
                 "executionLimits.maxExecutionTimeMs or make the expression do less",
                 node.id,
                 "limit",
+                limit="maxExecutionTimeMs",
             ) from exc
         except Exception as exc:  # JSONata, JSON Logic operators, history functions
             raise self._expression_failure(node, field, exc) from exc

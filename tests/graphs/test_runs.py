@@ -136,3 +136,10 @@ def test_a_run_of_a_known_version_makes_a_fixed_number_of_queries(
     batch = 0 if connection.vendor == "postgresql" else 1
     with django_assert_num_queries(2 + batch):
         workflow_call(name="sum_to", arguments={"n": 30}, version=version)
+
+
+def test_a_run_out_of_time_ends_timed_out(db):
+    import_file("loops.yaml", **{"maxNodeExecutions: 500": "maxExecutionTimeMs: 1"})
+    outcome = workflow_call(name="sum_to", arguments={"n": 100000})
+    assert outcome.status == Run.Status.TIMED_OUT
+    assert outcome.error.startswith("maxExecutionTimeMs (1) reached")

@@ -307,6 +307,7 @@ def test_max_node_executions_stops_a_loop_naming_the_limit_and_node():
         run(LOOP_FOREVER, limits=ExecutionLimits(10, 60000))
 
     assert caught.value.kind == "limit"
+    assert caught.value.limit == "maxNodeExecutions"
     assert caught.value.node_id == "check"  # entry + 4.5 loops = 10 nodes, then check
     assert str(caught.value) == (
         "maxNodeExecutions (10) reached before node 'check' ran: the graph loops without "
@@ -327,7 +328,8 @@ def test_max_execution_time_stops_the_run_before_the_next_node():
     with pytest.raises(GraphRunError) as caught:
         run(raw, call_tool=Calls(slow), limits=ExecutionLimits(1000, 20))
 
-    assert (caught.value.kind, caught.value.node_id) == ("limit", "after")
+    assert (caught.value.kind, caught.value.limit) == ("limit", "maxExecutionTimeMs")
+    assert caught.value.node_id == "after"
     assert str(caught.value).startswith("maxExecutionTimeMs (20) reached before node 'after' ran (")
 
 
@@ -339,7 +341,8 @@ def test_an_expression_that_never_ends_is_stopped_by_the_run_time_limit():
         run(chain(transform("spin", forever)), limits=ExecutionLimits(1000, 100))
 
     assert time.perf_counter() - started < 1
-    assert (caught.value.kind, caught.value.node_id) == ("limit", "spin")
+    assert (caught.value.kind, caught.value.limit) == ("limit", "maxExecutionTimeMs")
+    assert caught.value.node_id == "spin"
     assert (
         "maxExecutionTimeMs (100) reached while node 'spin' evaluated field 'transform.expr'"
         in (str(caught.value))
