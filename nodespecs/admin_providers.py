@@ -81,6 +81,19 @@ class SecretMapField(forms.Field):
         return set(submitted) != set(initial or {}) or any(submitted.values())
 
 
+# How a provider reaches its server: the form's fields after the name, and one fieldset.
+SERVER_FIELDS = (
+    "transport",
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "timeout_seconds",
+)
+
+
 class ProviderForm(forms.ModelForm):
     args = LinesField(required=False, help_text="stdio: the command's arguments, one per line.")
     env = SecretMapField(
@@ -100,19 +113,7 @@ class ProviderForm(forms.ModelForm):
 
     class Meta:
         model = Provider
-        fields = (
-            "name",
-            "title",
-            "enabled",
-            "transport",
-            "command",
-            "args",
-            "env",
-            "cwd",
-            "url",
-            "headers",
-            "timeout_seconds",
-        )
+        fields = ("name", "title", "enabled", *SERVER_FIELDS)
 
     def _with_stored(self, field: str) -> dict[str, str]:
         """The submitted mapping with each empty value replaced by the stored one."""
@@ -154,18 +155,7 @@ class ProviderAdmin(admin.ModelAdmin):
         (None, {"fields": ("name", "title", "enabled")}),
         (
             "Server",
-            {
-                "fields": (
-                    "transport",
-                    "command",
-                    "args",
-                    "env",
-                    "cwd",
-                    "url",
-                    "headers",
-                    "timeout_seconds",
-                )
-            },
+            {"fields": SERVER_FIELDS},
         ),
         ("Tools", {"fields": ("last_refreshed_at", "last_error", "tools")}),
         ("Record", {"fields": ("created_at", "updated_at")}),

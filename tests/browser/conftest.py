@@ -66,3 +66,18 @@ def screenshot(page):
             page.screenshot(path=str(Path(directory) / f"{name}.png"), full_page=True)
 
     return take
+
+
+PASSWORD = "correct-horse-battery"
+
+
+@pytest.fixture
+def signed_in(page, live_server, django_user_model):
+    """The page, signed in to the admin as a superuser named `author`."""
+    django_user_model.objects.create_superuser("author", password=PASSWORD)
+    page.goto(f"{live_server.url}/admin/login/")
+    page.fill("#id_username", "author")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_selector("#site-name")
+    return page

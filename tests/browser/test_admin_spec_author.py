@@ -9,19 +9,6 @@ from nodespecs.models import NodeSpec
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-PASSWORD = "correct-horse-battery"
-
-
-@pytest.fixture
-def signed_in(page, live_server, django_user_model):
-    django_user_model.objects.create_superuser("author", password=PASSWORD)
-    page.goto(f"{live_server.url}/admin/login/")
-    page.fill("#id_username", "author")
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_selector("#site-name")
-    return page
-
 
 def fill_json(page, field: str, value) -> None:
     page.fill(f"#id_{field}", json.dumps(value, indent=2))

@@ -8,19 +8,10 @@ from tests.graphs.conftest import import_file
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-PASSWORD = "correct-horse-battery"
 
-
-@pytest.fixture
-def signed_in(page, live_server, django_user_model):
+@pytest.fixture(autouse=True)
+def _workflows(transactional_db):
     import_file("loops.yaml")
-    django_user_model.objects.create_superuser("author", password=PASSWORD)
-    page.goto(f"{live_server.url}/admin/login/")
-    page.fill("#id_username", "author")
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_selector("#site-name")
-    return page
 
 
 def test_an_author_edits_a_graph_and_test_runs_it(signed_in, live_server, screenshot):

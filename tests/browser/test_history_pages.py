@@ -13,10 +13,9 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from graphs.models import NodeExecution, Run, Workflow
+from tests.browser.conftest import PASSWORD
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-PASSWORD = "correct-horse-battery"
 
 
 @pytest.fixture
