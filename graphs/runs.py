@@ -207,12 +207,14 @@ def workflow_call(
     version: tuple[int, str] | None = None,
     progress: Progress | None = None,
     cancel: CancelToken | None = None,
+    started: Callable[[int], None] | None = None,
 ) -> RunOutcome:
     """Run a workflow by tool name in this process and record the run.
 
     `version` is the (id, digest) of the version to run, as `tools/list` showed it (a
     version already run in this process then needs no query); else the current one.
     `request_id` is the JSON-RPC id (as JSON) of the call, for `notifications/cancelled`.
+    `started(run_id)` is called once the run is recorded, before its first node.
     Raises `WorkflowCallError` when nothing could run; every run that starts returns an
     outcome, failed ones included.
     """
@@ -226,6 +228,8 @@ def workflow_call(
         request_id=request_id,
         status=Run.Status.RUNNING,
     )
+    if started is not None:
+        started(run.pk)
     return _execute(run, prepared, arguments, progress, cancel)
 
 
