@@ -268,6 +268,26 @@ if GRAPHS_RUN_STALE_SECONDS < 3 * GRAPHS_HEARTBEAT_SECONDS:
     )
 # How often `celery -A config beat` has a worker reap stale runs.
 GRAPHS_REAP_INTERVAL_SECONDS = env_seconds("GRAPHS_REAP_INTERVAL_SECONDS", 30)
+
+
+def env_count(name: str, default: int) -> int:
+    """Read a whole number, 0 or more, from the environment."""
+    raw = os.environ.get(name, str(default))
+    if not raw.strip().isdigit():
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a whole number (0, 1, 2, ...).")
+    return int(raw)
+
+
+# A queued run that no worker started for this long has lost its message (a broker restarted
+# without persistence, a purged queue): the reaper sends it again, GRAPHS_QUEUED_RESENDS times
+# at most, then fails it. Keep it above the longest wait a run may have behind busy workers:
+# a run still waiting in the queue is failed all the same after (resends + 1) x this.
+GRAPHS_QUEUED_STALE_SECONDS = env_seconds("GRAPHS_QUEUED_STALE_SECONDS", 300)
+GRAPHS_QUEUED_RESENDS = env_count("GRAPHS_QUEUED_RESENDS", 2)
+# A run of a workflow marked "retry when its worker is lost" whose worker died is queued again
+# at most this many times (queued mode), then failed as any other: a run lost twice in a row
+# may itself be what kills its worker.
+GRAPHS_RUN_RETRIES = env_count("GRAPHS_RUN_RETRIES", 1)
 CELERY_BEAT_SCHEDULE = {
     "reap-stale-runs": {
         "task": "graphs.tasks.runs_reap_task",

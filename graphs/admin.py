@@ -78,7 +78,7 @@ class WorkflowForm(forms.ModelForm):
 
     class Meta:
         model = Workflow
-        fields = ["name", "group", "enabled"]
+        fields = ["name", "group", "enabled", "retry_on_worker_loss"]
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -167,7 +167,15 @@ class WorkflowAdmin(admin.ModelAdmin):
     list_filter = ("enabled", "group")
     search_fields = ("name", "description")
     readonly_fields = ("drawing", "current_version")
-    fields = ("name", "group", "enabled", "graph", "drawing", "current_version")
+    fields = (
+        "name",
+        "group",
+        "enabled",
+        "retry_on_worker_loss",
+        "graph",
+        "drawing",
+        "current_version",
+    )
     inlines = [VersionInline]
     change_form_template = "admin/graphs/workflow/change_form.html"
 

@@ -50,6 +50,15 @@ class Workflow(models.Model):
     # The `mcpServers` names the nodes use, each bound to a registered provider's primary key.
     servers = models.JSONField(default=dict, blank=True)
     enabled = models.BooleanField(default=True)
+    retry_on_worker_loss = models.BooleanField(
+        "retry when its worker is lost",
+        default=False,
+        help_text=(
+            "In queued mode, a run whose worker died mid-run is run again from the start (up "
+            "to GRAPHS_RUN_RETRIES times) instead of being failed. Tick it only when repeating "
+            "the nodes that already ran is harmless, e.g. they only read."
+        ),
+    )
     current_version = models.ForeignKey(
         "WorkflowVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -119,6 +128,23 @@ class Run(models.Model):
     worker = models.CharField(max_length=200, blank=True, help_text="host:pid running it.")
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     cancel_reason = models.CharField(max_length=500, blank=True)
+    # Recovery by the reaper (graphs/reaper.py). While a run is queued, `heartbeat_at` is when
+    # it was last sent to the workers (null: when it was created).
+    resends = models.PositiveSmallIntegerField(
+        default=0, help_text="Times sent to the workers again because none had started it."
+    )
+    retries = models.PositiveSmallIntegerField(
+        default=0, help_text="Times queued again because the worker running it was lost."
+    )
+    reaper_notes = models.TextField(blank=True, help_text="What the reaper did, a line each.")
+    attempt_of = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="earlier_attempts",
+        help_text="Set on an attempt whose worker was lost: the run that was queued again.",
+    )
     node_count = models.PositiveIntegerField(default=0)
     truncated = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)

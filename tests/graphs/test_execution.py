@@ -99,7 +99,7 @@ def test_the_reaper_fails_a_run_whose_process_stopped_and_names_the_node(loops, 
     stale = _running(loops, heartbeat_age=61)
     alive = _running(loops, heartbeat_age=5)
 
-    assert runs_reap() == [stale.pk]
+    assert [reaped.run_id for reaped in runs_reap()] == [stale.pk]
 
     stale.refresh_from_db()
     assert stale.status == Run.Status.FAILED
@@ -126,7 +126,8 @@ def test_reap_runs_prints_what_it_reaped(loops, settings):
     assert out.getvalue().splitlines() == [
         f"run {stale.pk} failed: its process stopped",
         "1 reaped.",
-        "No run without a heartbeat for 60 s.",
+        "Nothing to reap: no run without a heartbeat for 60 s, none queued and not started "
+        "for 300 s.",
     ]
 
 

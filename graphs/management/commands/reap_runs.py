@@ -1,4 +1,4 @@
-"""`python manage.py reap_runs`: fail the runs whose process died, once."""
+"""`python manage.py reap_runs`: settle the runs no process is going to finish, once."""
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
@@ -8,17 +8,22 @@ from graphs.reaper import runs_reap
 
 class Command(BaseCommand):
     help = (
-        "Mark failed, with the reason, every running run whose process has sent no heartbeat "
-        "for GRAPHS_RUN_STALE_SECONDS; prints the runs reaped. `celery -A config beat` does "
-        "this every GRAPHS_REAP_INTERVAL_SECONDS; use this command from cron without beat."
+        "Fail (or retry, when its workflow allows) every running run whose process has sent no "
+        "heartbeat for GRAPHS_RUN_STALE_SECONDS, and send again (or fail) every queued run no "
+        "worker started within GRAPHS_QUEUED_STALE_SECONDS; prints what was done. `celery -A "
+        "config beat` does this every GRAPHS_REAP_INTERVAL_SECONDS; use this command from cron "
+        "without beat."
     )
 
     def handle(self, *args: object, **options: object) -> None:
         reaped = runs_reap()
-        stale = settings.GRAPHS_RUN_STALE_SECONDS
         if not reaped:
-            self.stdout.write(f"No run without a heartbeat for {stale:g} s.")
+            self.stdout.write(
+                f"Nothing to reap: no run without a heartbeat for "
+                f"{settings.GRAPHS_RUN_STALE_SECONDS:g} s, none queued and not started for "
+                f"{settings.GRAPHS_QUEUED_STALE_SECONDS:g} s."
+            )
             return
-        for run_id in reaped:
-            self.stdout.write(f"run {run_id} failed: its process stopped")
+        for done in reaped:
+            self.stdout.write(f"run {done.run_id} {done.outcome}")
         self.stdout.write(f"{len(reaped)} reaped.")
