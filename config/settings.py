@@ -5,6 +5,7 @@ Production sets DEBUG=false, SECRET_KEY, ALLOWED_HOSTS, DATABASE_URL and REDIS_U
 docs/operations.md.
 """
 
+import base64
 import os
 from pathlib import Path
 
@@ -49,6 +50,23 @@ def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
+def env_fernet_keys(name: str) -> list[str]:
+    """Read comma-separated Fernet keys; a value that is not one is refused."""
+    keys = env_list(name, "")
+    for number, key in enumerate(keys, start=1):
+        try:
+            valid = len(base64.urlsafe_b64decode(key.encode())) == 32
+        except ValueError:
+            valid = False
+        if not valid:
+            raise ImproperlyConfigured(
+                f"{name}: key {number} is not a Fernet key (32 url-safe base64 bytes). Generate "
+                'one with: python -c "from cryptography.fernet import Fernet; '
+                'print(Fernet.generate_key().decode())"'
+            )
+    return keys
+
+
 # Local starts get debugging and a throwaway key; a production start (DEBUG=false) must bring
 # its own key, so a deployment can never run signed with the key published in this file.
 DEBUG = env_bool("DEBUG", default=True)
@@ -59,6 +77,11 @@ if not DEBUG and SECRET_KEY == INSECURE_DEFAULT_SECRET_KEY:
         "DEBUG is false but SECRET_KEY is not set: set SECRET_KEY to a long random value, e.g. "
         "SECRET_KEY=$(python -c 'import secrets; print(secrets.token_urlsafe(50))')."
     )
+
+# Provider secrets (headers, env) are encrypted at rest with these Fernet keys: the first
+# encrypts, all decrypt, so a new key goes first and `manage.py rotate_secrets` re-encrypts.
+# Unset, a key derived from SECRET_KEY is used and `check` warns (`check --deploy` fails).
+SWITCHYARD_SECRETS_KEYS = env_fernet_keys("SWITCHYARD_SECRETS_KEY")
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")

@@ -15,12 +15,14 @@ from django.contrib import admin, messages
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
-from django.utils.html import format_html_join
+from django.utils.html import escape, format_html_join
 
 from nodespecs.models import Provider
 from nodespecs.providers import ProviderRefreshError, provider_refresh
+from nodespecs.secrets import UnreadableSecrets
 
 _TEXTAREA = {"rows": 4, "cols": 80, "class": "vLargeTextField"}
+SECRET_FIELDS = ("env", "headers")
 
 
 class LinesField(forms.CharField):
@@ -115,9 +117,22 @@ class ProviderForm(forms.ModelForm):
         model = Provider
         fields = ("name", "title", "enabled", *SERVER_FIELDS)
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Stored values no key decrypts: the form starts empty and says why; entering the
+        # values again stores them under the current key.
+        for field in SECRET_FIELDS:
+            stored = getattr(self.instance, field)
+            if isinstance(stored, UnreadableSecrets):
+                self.initial[field] = {}
+                help_text = self.fields[field].help_text
+                self.fields[field].help_text = f"{escape(stored.problem())} {help_text}"
+
     def _with_stored(self, field: str) -> dict[str, str]:
         """The submitted mapping with each empty value replaced by the stored one."""
-        stored = getattr(self.instance, field) or {}
+        stored = getattr(self.instance, field)
+        if isinstance(stored, UnreadableSecrets):
+            stored = {}
         merged = {}
         for name, value in self.cleaned_data[field].items():
             if value:

@@ -13,6 +13,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 
 from nodespecs import mcp_client
+from nodespecs.secrets import EncryptedJSONField, SecretsUnreadable
 from nodespecs.specformat import (
     NODE_TYPES,
     SpecFormatError,
@@ -76,7 +77,8 @@ def _check_string_map(value: Any, field: str, pattern: re.Pattern[str], kind: st
 class Provider(models.Model):
     """An external MCP server whose tools become TOOL node specs (see `nodespecs.providers`).
 
-    `env` and `headers` may hold secrets (API tokens): the admin never shows their values.
+    `env` and `headers` may hold secrets (API tokens): they are stored encrypted
+    (`nodespecs.secrets`) and the admin never shows their values.
     """
 
     class Transport(models.TextChoices):
@@ -99,14 +101,14 @@ class Provider(models.Model):
     transport = models.CharField(max_length=16, choices=Transport.choices, default=Transport.STDIO)
     command = models.CharField(max_length=500, blank=True, help_text="stdio: the program.")
     args = models.JSONField(default=list, blank=True, help_text="stdio: its arguments.")
-    env = models.JSONField(
+    env = EncryptedJSONField(
         default=dict, blank=True, help_text="stdio: environment variables (secret)."
     )
     cwd = models.CharField(
         max_length=500, blank=True, help_text="stdio: working directory (default: Switchyard's)."
     )
     url = models.CharField(max_length=2000, blank=True, help_text="HTTP: the MCP endpoint URL.")
-    headers = models.JSONField(
+    headers = EncryptedJSONField(
         default=dict, blank=True, help_text="HTTP: request headers (secret), e.g. Authorization."
     )
     timeout_seconds = models.FloatField(
@@ -152,16 +154,24 @@ class Provider(models.Model):
             raise ValidationError(errors)
 
     def connection(self) -> mcp_client.Connection:
-        """The pooled-connection settings of this provider."""
+        """The pooled-connection settings of this provider.
+
+        Raises `mcp_client.DownstreamError` when its secrets cannot be decrypted, so a refresh
+        or a run fails like any other unreachable server, with the reason.
+        """
+        try:
+            env, headers = tuple(sorted(self.env.items())), tuple(sorted(self.headers.items()))
+        except SecretsUnreadable as exc:
+            raise mcp_client.DownstreamError(str(exc)) from None
         return mcp_client.Connection(
             name=self.name,
             transport=self.transport,
             command=self.command,
             args=tuple(self.args),
-            env=tuple(sorted(self.env.items())),
+            env=env,
             cwd=self.cwd,
             url=self.url,
-            headers=tuple(sorted(self.headers.items())),
+            headers=headers,
             timeout_seconds=self.timeout_seconds,
         )
 
@@ -295,3 +305,39 @@ class NodeSpecRevision(Revision):
 
     def __str__(self) -> str:
         return f"{self.spec} revision {self.number}"
+
+
+class AuditEvent(models.Model):
+    """Who changed which spec, workflow, provider or API key, and when. Written once by
+    `nodespecs.audit.audit_record`, never edited; the label and id survive the object's
+    deletion. Holds field names only, never values, so no secret lands here."""
+
+    class Action(models.TextChoices):
+        CREATED = "created", "created"
+        CHANGED = "changed", "changed"
+        DELETED = "deleted", "deleted"
+        REVOKED = "revoked", "revoked"
+        RESTORED = "restored", "restored a revision"
+        REFRESHED = "refreshed", "refreshed its tools"
+        REENCRYPTED = "re-encrypted", "re-encrypted its secrets"
+
+    # A username, "command:<name>" for a management command, or "api-key:<prefix>".
+    actor = models.CharField(max_length=150)
+    action = models.CharField(max_length=16, choices=Action.choices)
+    # The model's label, e.g. "nodespecs.provider".
+    object_type = models.CharField(max_length=100)
+    object_id = models.CharField(max_length=64)
+    object_label = models.CharField(max_length=200)
+    fields = models.JSONField(default=list, blank=True, help_text="Names of the changed fields.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["-created_at", "-id"], name="audit_latest"),
+            models.Index(fields=["object_type", "object_id", "-created_at"], name="audit_object"),
+        ]
+        verbose_name = "audit event"
+
+    def __str__(self) -> str:
+        return f"{self.actor} {self.action} {self.object_type} {self.object_label}"

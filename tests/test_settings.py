@@ -26,12 +26,15 @@ SETTINGS_VARIABLES = (
     "SECURE_HSTS_INCLUDE_SUBDOMAINS",
     "SECURE_HSTS_PRELOAD",
     "LOG_LEVEL",
+    "SWITCHYARD_SECRETS_KEY",
 )
 PRODUCTION = {
     "DEBUG": "false",
     # `check --deploy` wants 50 characters or more, of many different ones.
     "SECRET_KEY": "a-long-random-production-key-0123456789-abcdefghijklmnopqrstuvwxyz",
     "ALLOWED_HOSTS": "switchyard.example.com",
+    # Provider secrets need their own key in production (`check --deploy` fails without).
+    "SWITCHYARD_SECRETS_KEY": "65-2cWKlYx0otmj40bPVHM-mOw8DZJmyM6NT6oKA1X0=",
 }
 
 PRINT_SETTINGS = """

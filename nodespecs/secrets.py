@@ -1,0 +1,187 @@
+"""Secrets encrypted at rest: the keys, and a JSON model field stored as a Fernet token.
+
+`EncryptedJSONField` keeps a JSON value (a provider's `env` and `headers`) in a text column
+as a Fernet token, so code reads and writes the model attribute as a plain dict while the
+database holds only ciphertext. Tokens are authenticated and carry a random IV: equal values
+encrypt differently, so the column cannot be filtered on (compare in Python instead).
+
+Keys come from `settings.SWITCHYARD_SECRETS_KEYS` (env `SWITCHYARD_SECRETS_KEY`, comma
+separated): the first encrypts, every key decrypts, so rotation is "put the new key first,
+run `manage.py rotate_secrets`, then drop the old key". Keys derived from `SECRET_KEY` (and
+its fallbacks) always decrypt too, and encrypt when no key is configured: the embedded
+default works with no setup, and values written before a key was configured stay readable
+until `rotate_secrets` re-encrypts them. `check` warns about the derived key; `check
+--deploy` refuses it.
+
+A value that no key decrypts loads as `UnreadableSecrets`: the row still loads (lists and
+pages work), and any use of the value raises `SecretsUnreadable` naming the object and what
+to do.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from django import forms
+from django.conf import settings
+from django.core import checks
+from django.db import models
+from django.db.models.query_utils import DeferredAttribute
+from django.utils.crypto import salted_hmac
+
+GENERATE_KEY = (
+    'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
+)
+_DERIVATION_SALT = "switchyard.nodespecs.secrets"
+
+
+class SecretsUnreadable(Exception):
+    """A stored secret could not be decrypted with any configured key."""
+
+
+def _derived_key(secret_key: str) -> bytes:
+    digest = salted_hmac(_DERIVATION_SALT, "fernet", secret=secret_key, algorithm="sha256")
+    return base64.urlsafe_b64encode(digest.digest())
+
+
+def uses_derived_key() -> bool:
+    """Whether secrets are encrypted with the key derived from SECRET_KEY (none configured)."""
+    return not settings.SWITCHYARD_SECRETS_KEYS
+
+
+def _fernet() -> MultiFernet:
+    derived = [
+        _derived_key(secret)
+        for secret in [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
+    ]
+    configured = [key.encode() for key in settings.SWITCHYARD_SECRETS_KEYS]
+    return MultiFernet([Fernet(key) for key in [*configured, *derived]])
+
+
+def encrypt_json(value: Any) -> str:
+    """`value` as JSON, encrypted with the first key."""
+    return _fernet().encrypt(json.dumps(value).encode()).decode()
+
+
+def decrypt_json(token: str) -> Any:
+    """The JSON value of a token; raises `cryptography.fernet.InvalidToken` when no key fits."""
+    return json.loads(_fernet().decrypt(token.encode()))
+
+
+def _unreadable_message(field: str, owner: str) -> str:
+    return (
+        f"The stored {field} of {owner} cannot be decrypted with the keys in "
+        "SWITCHYARD_SECRETS_KEY (or the key derived from SECRET_KEY): the key it was "
+        "encrypted with is missing. Add that key to SWITCHYARD_SECRETS_KEY after the current "
+        "one and run `python manage.py rotate_secrets`, or enter the values again in the admin."
+    )
+
+
+class UnreadableSecrets(Mapping[str, Any]):
+    """Stands in for a stored value no key decrypts; any use raises `SecretsUnreadable`."""
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+        self.owner = "this object"
+
+    def problem(self) -> SecretsUnreadable:
+        """The error any use of this value raises."""
+        return SecretsUnreadable(_unreadable_message(self.field, self.owner))
+
+    def __getitem__(self, key: str) -> Any:
+        raise self.problem()
+
+    def __iter__(self) -> Iterator[str]:
+        raise self.problem()
+
+    def __len__(self) -> int:
+        raise self.problem()
+
+    def __repr__(self) -> str:
+        return f"<UnreadableSecrets {self.field} of {self.owner}>"
+
+
+class _SecretAttribute(DeferredAttribute):
+    """Names the object an unreadable value belongs to, so the error can say which.
+
+    A data descriptor (it has `__set__`), so reads come here even once the value is loaded.
+    """
+
+    def __get__(self, instance: models.Model | None, cls: Any = None) -> Any:
+        value = super().__get__(instance, cls)
+        if isinstance(value, UnreadableSecrets):
+            value.owner = f"{instance._meta.verbose_name} {str(instance)!r}"
+        return value
+
+    def __set__(self, instance: models.Model, value: Any) -> None:
+        instance.__dict__[self.field.attname] = value
+
+
+class EncryptedJSONField(models.TextField):
+    """A JSON value stored encrypted (a Fernet token in a text column)."""
+
+    descriptor_class = _SecretAttribute
+
+    def from_db_value(self, value: str | None, expression: Any, connection: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            return decrypt_json(value)
+        except InvalidToken:
+            return UnreadableSecrets(self.name)
+
+    def to_python(self, value: Any) -> Any:
+        # A string is a token (a fixture written by `value_to_string`); anything else is the
+        # value itself.
+        if isinstance(value, str):
+            return self.from_db_value(value, None, None)
+        return value
+
+    def get_prep_value(self, value: Any) -> str | None:
+        if value is None:
+            return None
+        if isinstance(value, UnreadableSecrets):
+            raise value.problem()
+        return encrypt_json(value)
+
+    def value_to_string(self, obj: models.Model) -> str:
+        # Serialised data (dumpdata) keeps the ciphertext, never the secret itself.
+        return self.get_prep_value(self.value_from_object(obj)) or ""
+
+    def formfield(self, **kwargs: Any) -> forms.Field:
+        return forms.JSONField(**{"required": not self.blank, **kwargs})
+
+
+@checks.register(checks.Tags.security)
+def check_secrets_key(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Warn when provider secrets are encrypted with the key derived from SECRET_KEY."""
+    if not uses_derived_key() or not settings.DEBUG:
+        return []
+    return [
+        checks.Warning(
+            "SWITCHYARD_SECRETS_KEY is not set: provider secrets are encrypted with a key "
+            "derived from SECRET_KEY, which is fine for local development only.",
+            hint=f"Generate a key with: {GENERATE_KEY}",
+            id="nodespecs.W001",
+        )
+    ]
+
+
+@checks.register(checks.Tags.security, deploy=True)
+def check_secrets_key_deploy(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """In production, provider secrets need a key of their own."""
+    if not uses_derived_key() or settings.DEBUG:
+        return []
+    return [
+        checks.Error(
+            "SWITCHYARD_SECRETS_KEY is not set: provider secrets would be encrypted with a "
+            "key derived from SECRET_KEY, so whoever holds SECRET_KEY and the database reads "
+            "them, and retiring SECRET_KEY makes them unreadable.",
+            hint=f"Set SWITCHYARD_SECRETS_KEY to a key generated with: {GENERATE_KEY}",
+            id="nodespecs.E001",
+        )
+    ]
