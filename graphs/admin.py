@@ -22,6 +22,7 @@ from graphs.engine import DefinitionError, load_yaml
 from graphs.models import NodeExecution, Run, Workflow, WorkflowGroup, WorkflowVersion
 from graphs.runs import WorkflowCallError, workflow_call
 from graphs.services import workflow_save, workflow_validate
+from nodespecs.admin_audit import AuditedAdmin
 from nodespecs.models import Provider
 
 
@@ -161,7 +162,7 @@ class TestRunForm(forms.Form):
 
 
 @admin.register(Workflow)
-class WorkflowAdmin(admin.ModelAdmin):
+class WorkflowAdmin(AuditedAdmin):
     form = WorkflowForm
     list_display = ("name", "group", "enabled", "current_version", "updated_at")
     list_filter = ("enabled", "group")

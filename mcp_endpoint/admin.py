@@ -11,6 +11,8 @@ from django.http import HttpRequest
 
 from mcp_endpoint.keys import api_key_create, api_key_revoke
 from mcp_endpoint.models import ApiKey, Scope
+from nodespecs.admin_audit import AuditedAdmin
+from nodespecs.audit import Action, actor_user, audit_record
 
 
 class ApiKeyForm(forms.ModelForm):
@@ -24,7 +26,7 @@ class ApiKeyForm(forms.ModelForm):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(AuditedAdmin):
     form = ApiKeyForm
     list_display = ("name", "prefix", "scope_list", "owner", "status", "last_used_at", "created_at")
     list_filter = ("revoked_at", "expires_at")
@@ -54,7 +56,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
             expires_at=obj.expires_at,
             rate_limit_per_minute=obj.rate_limit_per_minute,
         )
-        obj.pk = key.pk
+        obj.pk, obj.prefix = key.pk, key.prefix
         messages.warning(
             request,
             f"The new API key is {secret} — copy it now: it is stored hashed and will not be "
@@ -65,4 +67,5 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         for key in queryset:
             api_key_revoke(key=key)
+            audit_record(actor=actor_user(request.user), action=Action.REVOKED, target=key)
         self.message_user(request, f"Revoked {queryset.count()} key(s).", messages.SUCCESS)

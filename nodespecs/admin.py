@@ -18,6 +18,8 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from nodespecs import admin_providers  # noqa: F401  (registers the Provider admin)
+from nodespecs.admin_audit import AuditedAdmin
+from nodespecs.audit import Action, actor_user, audit_record, audit_report, specs_named
 from nodespecs.models import DOCUMENT_FIELDS, NodeSpec, NodeSpecRevision
 from nodespecs.serialization import serialize_spec
 from nodespecs.services import (
@@ -106,7 +108,7 @@ class ImportForm(forms.Form):
 
 
 @admin.register(NodeSpec)
-class NodeSpecAdmin(admin.ModelAdmin):
+class NodeSpecAdmin(AuditedAdmin):
     form = NodeSpecForm
     list_display = ("name", "display_name", "node_type", "source", "version", "updated_at")
     list_filter = ("node_type", "source", "available", TagFilter)
@@ -215,6 +217,8 @@ class NodeSpecAdmin(admin.ModelAdmin):
         report = None
         if request.method == "POST" and form.is_valid():
             report = specs_import(documents=form.cleaned_data["documents"], author=request.user)
+            names = report.created + report.updated
+            audit_report(actor=actor_user(request.user), report=report, objects=specs_named(names))
             level = messages.WARNING if report.failed else messages.SUCCESS
             self.message_user(request, f"Import: {report.summary()}.", level)
         context = self._context(request, "Import node specs from YAML", form=form, report=report)
@@ -253,6 +257,7 @@ class NodeSpecAdmin(admin.ModelAdmin):
                 messages.ERROR,
             )
             return HttpResponseRedirect(reverse("admin:nodespecs_nodespec_revisions", args=[pk]))
+        audit_record(actor=actor_user(request.user), action=Action.RESTORED, target=revision.spec)
         self.message_user(
             request, f"Restored {revision.spec} to revision {number}.", messages.SUCCESS
         )

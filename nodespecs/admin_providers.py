@@ -17,6 +17,8 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import escape, format_html_join
 
+from nodespecs.admin_audit import AuditedAdmin
+from nodespecs.audit import actor_user, audit_refresh
 from nodespecs.models import Provider
 from nodespecs.providers import ProviderRefreshError, provider_refresh
 from nodespecs.secrets import UnreadableSecrets
@@ -151,7 +153,7 @@ class ProviderForm(forms.ModelForm):
 
 
 @admin.register(Provider)
-class ProviderAdmin(admin.ModelAdmin):
+class ProviderAdmin(AuditedAdmin):
     form = ProviderForm
     list_display = (
         "name",
@@ -228,6 +230,7 @@ class ProviderAdmin(admin.ModelAdmin):
                     request, f"Could not refresh {provider.name}: {exc}", messages.ERROR
                 )
                 continue
+            audit_refresh(actor=actor_user(request.user), provider=provider, report=report)
             level = messages.WARNING if report.failed else messages.SUCCESS
             self.message_user(request, f"Refreshed {provider.name}: {report.summary()}.", level)
             for name, reason in report.failed.items():

@@ -1,8 +1,8 @@
 """The audit trail: who changed which node spec, workflow, provider or API key, and when.
 
-Admin pages and management commands call `audit_record` (or `audit_report` for a bulk
-change) after a change. Events hold field names, never values: a provider's secrets and an
-API key's secret never reach the trail.
+Admin pages (through `nodespecs.admin_audit.AuditedAdmin`) and management commands call
+`audit_record` after a change, or `audit_report` for a bulk change. Events hold field
+names, never values: a provider's secrets and an API key's secret never reach the trail.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import models
 
-from nodespecs.models import AuditEvent, NodeSpec
+from nodespecs.models import AuditEvent, NodeSpec, Provider
+from nodespecs.providers import RefreshReport
 from nodespecs.reports import ChangeReport
 
 Action = AuditEvent.Action
@@ -85,3 +86,14 @@ def specs_named(names: Iterable[str]) -> models.QuerySet[NodeSpec]:
     """The specs among `names` ("NODE_TYPE/SUBTYPE", as reports name them), and maybe a few
     more of the same subtypes."""
     return NodeSpec.objects.filter(subtype__in={name.partition("/")[2] for name in names})
+
+
+def audit_refresh(*, actor: str, provider: Provider, report: RefreshReport) -> None:
+    """Record a provider refresh and the tool specs it created or updated."""
+    audit_record(actor=actor, action=Action.REFRESHED, target=provider)
+    audit_report(
+        actor=actor,
+        report=report,
+        objects=provider.specs.all(),
+        name_of=lambda spec: spec.display_name,
+    )

@@ -338,6 +338,8 @@ class AuditEvent(models.Model):
             models.Index(fields=["object_type", "object_id", "-created_at"], name="audit_object"),
         ]
         verbose_name = "audit event"
+        # Events are written by code only: nobody may be given add, change or delete.
+        default_permissions = ("view",)
 
     def __str__(self) -> str:
         return f"{self.actor} {self.action} {self.object_type} {self.object_label}"

@@ -63,6 +63,7 @@ class Migration(migrations.Migration):
             ],
             options={
                 "verbose_name": "audit event",
+                "default_permissions": ("view",),
                 "ordering": ["-created_at", "-id"],
                 "indexes": [models.Index(fields=["-created_at", "-id"], name="audit_latest"), models.Index(fields=["object_type", "object_id", "-created_at"], name="audit_object")],
             },

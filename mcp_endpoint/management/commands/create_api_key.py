@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from mcp_endpoint.keys import InvalidScopes, api_key_create
 from mcp_endpoint.models import Scope
+from nodespecs.audit import Action, actor_command, audit_record
 
 
 class Command(BaseCommand):
@@ -34,6 +35,7 @@ class Command(BaseCommand):
             )
         except InvalidScopes as exc:
             raise CommandError(str(exc)) from None
+        audit_record(actor=actor_command("create_api_key"), action=Action.CREATED, target=key)
         self.stderr.write(
             f"Created API key {key.prefix} ({key.name}) with scopes {', '.join(key.scopes)}. "
             "Store it now: it is not shown again."

@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from mcp_endpoint.keys import api_key_create, api_key_revoke
 from mcp_endpoint.models import ApiKey, Scope
+from nodespecs.audit import Action, actor_command, audit_record
 
 DEMO_KEY_NAME = "demo"
 
@@ -34,9 +35,12 @@ class Command(BaseCommand):
                 f"Demo admin '{username}' exists (reset its password with: "
                 f"python manage.py changepassword {username})."
             )
+        actor = actor_command("setup_demo")
         for old in ApiKey.objects.filter(name=DEMO_KEY_NAME, revoked_at__isnull=True):
             api_key_revoke(key=old)
-        _, secret = api_key_create(name=DEMO_KEY_NAME, scopes=list(Scope.values), owner=user)
+            audit_record(actor=actor, action=Action.REVOKED, target=old)
+        key, secret = api_key_create(name=DEMO_KEY_NAME, scopes=list(Scope.values), owner=user)
+        audit_record(actor=actor, action=Action.CREATED, target=key)
         self.stdout.write(self.style.SUCCESS(f"Demo API key (all scopes): {secret}"))
         self.stdout.write(
             "Try: curl -s http://127.0.0.1:8000/mcp -H 'Content-Type: application/json' "

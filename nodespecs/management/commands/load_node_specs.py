@@ -2,6 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from nodespecs.audit import actor_command, audit_report, specs_named
 from nodespecs.catalog import load_builtin_catalog
 from nodespecs.specformat import SpecFormatError
 
@@ -24,6 +25,11 @@ class Command(BaseCommand):
             report = load_builtin_catalog(force=force)
         except SpecFormatError as exc:
             raise CommandError(f"The built-in catalog is invalid: {exc}") from None
+        audit_report(
+            actor=actor_command("load_node_specs"),
+            report=report,
+            objects=specs_named(report.created + report.updated),
+        )
         verbose = int(options.get("verbosity", 1)) > 1
         for label, names in (("created", report.created), ("updated", report.updated)):
             if names and (verbose or len(names) <= 10):

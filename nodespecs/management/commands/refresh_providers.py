@@ -2,8 +2,11 @@
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from nodespecs.audit import actor_command, audit_refresh
 from nodespecs.models import Provider
 from nodespecs.providers import ProviderRefreshError, provider_refresh
+
+ACTOR = actor_command("refresh_providers")
 
 
 class Command(BaseCommand):
@@ -35,6 +38,7 @@ class Command(BaseCommand):
                 failures += 1
                 self.stdout.write(self.style.ERROR(f"{provider.name}: failed: {exc}"))
                 continue
+            audit_refresh(actor=ACTOR, provider=provider, report=report)
             style = self.style.WARNING if report.failed else self.style.SUCCESS
             self.stdout.write(style(f"{provider.name}: {report.summary()}"))
             for name, reason in report.failed.items():
