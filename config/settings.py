@@ -230,6 +230,10 @@ if MCP_ANONYMOUS_SCOPES and not DEBUG:
         ",".join(MCP_ANONYMOUS_SCOPES),
     )
 
+# A downstream MCP tool's result larger than this (JSON bytes) fails the call, with a message
+# naming this setting, rather than being copied into the run (docs/providers.md, "Faults").
+MCP_CLIENT_MAX_RESULT_BYTES = int(os.environ.get("MCP_CLIENT_MAX_RESULT_BYTES", str(10 * 10**6)))
+
 # Graph workflows (docs/graphs.md).
 # A node's input, output or a run's result larger than this (JSON bytes) is stored as a marked
 # preview in the history, never silently dropped.
@@ -277,8 +281,18 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_CONNECTION_TIMEOUT = 5
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-# How long the web side waits for a queued run before answering that it is still going.
+# How long a tools/call waits for its run (either mode) before answering that it is still
+# going, with its id; the run goes on.
 GRAPHS_RUN_WAIT_SECONDS = env_seconds("GRAPHS_RUN_WAIT_SECONDS", 120)
+# Direct mode under uvicorn: how many runs one web process executes at once (each holds a
+# thread while its nodes call out); calls beyond it wait for a thread.
+GRAPHS_DIRECT_RUN_THREADS = int(os.environ.get("GRAPHS_DIRECT_RUN_THREADS", "16"))
+# How long a run's whole result stays readable for a client that comes back for it (a task's
+# tasks/get); the history keeps its masked, size-capped copy for good.
+GRAPHS_RESULT_KEEP_SECONDS = env_seconds("GRAPHS_RESULT_KEEP_SECONDS", CELERY_RESULT_EXPIRES)
+# A 2026-07-28 client that declares the tasks extension gets a task handle instead of the
+# result when its workflow run is still going after this long (docs/mcp.md, "Long calls").
+MCP_TASK_AFTER_SECONDS = env_seconds("MCP_TASK_AFTER_SECONDS", 1.0)
 # Every process stamps the runs it executes this often, and reads their cancel requests.
 GRAPHS_HEARTBEAT_SECONDS = env_seconds("GRAPHS_HEARTBEAT_SECONDS", 5)
 # A running run without a heartbeat for this long has lost its process: the reaper fails it.

@@ -11,9 +11,15 @@ every call has a deadline (`DownstreamTimeout`).
 A server that dies is restarted by the next call. A call finding the server already gone
 (it exited while idle; nothing was sent yet) goes to the restarted server transparently; a
 call in flight when the server dies fails with `DownstreamError` and is not repeated, since
-a tool call may have had effects.
+a tool call may have had effects. A session that breaks under a call (its connection closed,
+its transport failed) is stopped, so the next call starts afresh.
 
-A tool's own failure (`isError: true`) is a normal result, returned to the caller.
+A call that times out may have met a slow tool or a wedged server: the session is probed, and
+stopped if the probe gets no answer within `PROBE_SECONDS`; calls arriving meanwhile wait for
+the verdict, then go to the same session or a restarted one.
+
+A tool's own failure (`isError: true`) is a normal result, returned to the caller; a result
+over `settings.MCP_CLIENT_MAX_RESULT_BYTES` of JSON is refused with a `DownstreamError`.
 Sessions unused for `IDLE_SECONDS` are closed.
 """
 
@@ -31,8 +37,10 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import anyio
+from django.conf import settings
 from mcp import Client
-from mcp.types import CallToolResult, Tool
+from mcp.shared.exceptions import MCPError
+from mcp.types import CONNECTION_CLOSED, CallToolResult, Tool
 
 from nodespecs.mcp_transports import (
     Diagnostics,
@@ -65,6 +73,9 @@ _CLOSE_SECONDS = 15.0
 # A session unused this long is closed: the servers of providers whose settings changed, or
 # that were deleted, would otherwise run until the process ends.
 IDLE_SECONDS = 600.0
+# After a call times out, a server that does not answer a probe (tools/list: `ping` is gone
+# from the 2026-07-28 protocol) within this is wedged; a busy server answers in milliseconds.
+PROBE_SECONDS = 2.0
 
 T = TypeVar("T")
 
@@ -123,6 +134,9 @@ class _Live:
         self.stopped = False
         self.calls_in_flight = 0
         self.last_used = time.monotonic()
+        # Cleared while a probe checks the server after a call timed out.
+        self.responsive = asyncio.Event()
+        self.responsive.set()
         # Set once the session is usable or has failed to start.
         self.settled = asyncio.Event()
         # Created here, entered by the task: `stop()` may come before the task first runs.
@@ -138,6 +152,29 @@ class _Live:
         self.stopped = True
         self.pool.forget(self)
         self.scope.cancel()
+
+    def check_responsive(self) -> None:
+        """After a call timed out: probe the server in the background, and stop the session
+        if it does not answer (a wedged server would time out every later call too)."""
+        if self.stopped or self.client is None or not self.responsive.is_set():
+            return
+        self.responsive.clear()
+        self.pool.keep(asyncio.get_running_loop().create_task(self._probe(self.client)))
+
+    async def _probe(self, client: Client) -> None:
+        try:
+            with anyio.fail_after(PROBE_SECONDS):
+                await client.list_tools()
+        except Exception:  # no answer in time, or the session broke
+            logger.warning(
+                "%s did not answer tools/list within %g s after a call timed out: it is stopped, "
+                "and the next call starts it again.",
+                self.connection.describe(),
+                PROBE_SECONDS,
+            )
+            self.stop()
+        finally:
+            self.responsive.set()
 
     def _hung_up(self) -> None:
         # The server closed its side (exited, or the HTTP session broke): retire the session
@@ -217,12 +254,16 @@ class _Pool:
         if self.live.get(live.connection) is live:
             del self.live[live.connection]
 
+    def keep(self, task: asyncio.Task[None]) -> None:
+        """Hold a task of the loop until it is done (`close` waits for these)."""
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
     def _live_for(self, connection: Connection) -> _Live:
         live = self.live.get(connection)
         if live is None:
             live = self.live[connection] = _Live(self, connection)
-            self.tasks.add(live.task)
-            live.task.add_done_callback(self.tasks.discard)
+            self.keep(live.task)
         return live
 
     def run(self, coroutine: Coroutine[Any, Any, T], timeout: float) -> T:
@@ -248,9 +289,11 @@ class _Pool:
             with anyio.fail_after(timeout):
                 return await self._attempt(connection, what, send)
         except TimeoutError:
+            live = self.live.get(connection)
+            seen = live.diagnostics.oddities() if live is not None else ""
             raise DownstreamTimeout(
-                f"{connection.describe()} did not answer {what} within {timeout:g} s. Raise "
-                "the timeout if the tool is slow, or check that the server is responsive."
+                f"{connection.describe()} did not answer {what} within {timeout:g} s{seen}. "
+                "Raise the timeout if the tool is slow, or check that the server is responsive."
             ) from None
 
     async def _attempt(
@@ -259,13 +302,21 @@ class _Pool:
         for _ in range(2):
             live = self._live_for(connection)
             client = await live.session()
+            await live.responsive.wait()
             if not live.usable:
-                # It hung up while idle: nothing was sent, so the restarted server gets it.
+                # It hung up while idle, or was found wedged: nothing was sent, so the
+                # restarted server gets it.
                 continue
             live.calls_in_flight += 1
             try:
                 return await send(client)
+            except anyio.get_cancelled_exc_class():
+                # The call's deadline passed (or the pool is closing).
+                live.check_responsive()
+                raise
             except Exception as exc:
+                if _breaks_session(exc):
+                    live.stop()
                 during = f"while handling {what}"
                 raise await explain(exc, connection, live.diagnostics, during=during) from None
             finally:
@@ -290,6 +341,14 @@ class _Pool:
             self.thread.join(_CLOSE_SECONDS)
             if not self.thread.is_alive():
                 self.loop.close()
+
+
+def _breaks_session(exc: Exception) -> bool:
+    """Whether a call's failure leaves its session unusable: anything but the server's own
+    error answer or an answer that failed validation (the session itself is then fine)."""
+    if isinstance(exc, MCPError):
+        return exc.code == CONNECTION_CLOSED
+    return not isinstance(exc, ValueError)  # pydantic's ValidationError is a ValueError
 
 
 _pool: _Pool | None = None
@@ -336,7 +395,22 @@ def call_tool(
     async def send(client: Client) -> CallToolResult:
         return await client.call_tool(tool, arguments)
 
-    return _request(connection, f"tools/call {tool!r}", send, timeout)
+    result = _request(connection, f"tools/call {tool!r}", send, timeout)
+    _check_size(connection, tool, result)
+    return result
+
+
+def _check_size(connection: Connection, tool: str, result: CallToolResult) -> None:
+    """Refuse a result too large to pass on: it would be copied into the next nodes, the
+    history and the answer to the agent."""
+    limit: int = settings.MCP_CLIENT_MAX_RESULT_BYTES
+    size = len(result.model_dump_json(by_alias=True, exclude_none=True))
+    if size > limit:
+        raise DownstreamError(
+            f"{connection.describe()} returned {size:,} bytes to tools/call {tool!r}, over the "
+            f"{limit:,} that MCP_CLIENT_MAX_RESULT_BYTES allows. Ask the tool for less (a "
+            "page, a filter), or raise MCP_CLIENT_MAX_RESULT_BYTES."
+        )
 
 
 def list_tools(connection: Connection, *, timeout: float | None = None) -> list[Tool]:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx2
+import pydantic
 from mcp.client._transport import TransportStreams
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -101,21 +102,49 @@ class Diagnostics:
         # The last HTTP error answer (status, reason), cleared by a successful answer.
         self.http_error: tuple[int, str] | None = None
         self.stream_ended = False
+        # Messages the transport could not read as JSON-RPC (the SDK skips them), and the
+        # last one's error, which quotes the start of it.
+        self.unreadable = 0
+        self.last_unreadable = ""
+
+    def note_unreadable(self, error: Exception) -> None:
+        self.unreadable += 1
+        text = " ".join(str(error).split())
+        self.last_unreadable = text if len(text) <= 300 else text[:297] + "..."
+
+    def oddities(self) -> str:
+        """What the server sent that was not a usable answer, as a clause for a timeout
+        message ("; it sent ..."), or ""."""
+        parts = []
+        if self.unreadable:
+            parts.append(
+                f"it sent {self.unreadable} message(s) that are not valid JSON-RPC (a stdio "
+                f"server must write only JSON-RPC lines on stdout), the last: "
+                f"{self.last_unreadable}"
+            )
+        if self.http_error:
+            parts.append(f"its last HTTP answer was {self.http_error[0]} {self.http_error[1]}")
+        return "".join(f"; {part}" for part in parts)
 
 
 class _WatchedReadStream:
-    """The transport's read stream, calling `on_end` when it ends (the server hung up)."""
+    """The transport's read stream, calling `on_end` when it ends (the server hung up) and
+    noting the messages the transport could not read."""
 
-    def __init__(self, stream: Any, on_end: Callable[[], None]) -> None:
+    def __init__(self, stream: Any, on_end: Callable[[], None], diagnostics: Diagnostics) -> None:
         self._stream = stream
         self._on_end = on_end
+        self._diagnostics = diagnostics
 
     async def receive(self) -> Any:
         try:
-            return await self._stream.receive()
+            item = await self._stream.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             self._on_end()
             raise
+        if isinstance(item, Exception):
+            self._diagnostics.note_unreadable(item)
+        return item
 
     def __aiter__(self) -> _WatchedReadStream:
         return self
@@ -226,7 +255,7 @@ def open_transport(
             on_end()
 
         async with _transport(connection, diagnostics) as (read_stream, write_stream):
-            yield _WatchedReadStream(read_stream, ended), write_stream
+            yield _WatchedReadStream(read_stream, ended, diagnostics), write_stream
 
     return watched()
 
@@ -325,6 +354,15 @@ async def explain(
     if isinstance(leaf, MCPError):
         return DownstreamError(
             f"{where} answered with error {leaf.code} {during}: {leaf.error.message}"
+        )
+    if isinstance(leaf, pydantic.ValidationError):
+        problems = "; ".join(
+            f"{'.'.join(map(str, error['loc'])) or 'message'}: {error['msg']}"
+            for error in leaf.errors()[:3]
+        )
+        return DownstreamError(
+            f"{where} sent an answer that is not valid MCP {during} ({problems}); the server "
+            "does not follow the protocol: check its version, or report it to its authors."
         )
     if isinstance(leaf, httpx2.HTTPStatusError):
         response = leaf.response

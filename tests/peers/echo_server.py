@@ -9,6 +9,18 @@ Tools:
 - `crash()`: writes a line to stderr and exits the process at once with code 3.
 - `fail(message)`: returns an `isError` result whose text contains `message`.
 
+Fault tools, offered only when `ECHO_SERVER_FAULTS=1` (or named in `ECHO_SERVER_TOOLS`), so
+the listing above stays what other tests expect:
+
+- `hang()`: blocks the whole server (its event loop sleeps), so it answers nothing any more.
+- `garbage(kind)`: answers a call with something that is not a valid answer, then never
+  answers it properly. Over stdio: `bytes` (a line that is not JSON at all), `malformed` (a
+  JSON-RPC response whose `result` is not an object), `not_a_result` (a response whose
+  `result` is no CallToolResult). Over HTTP the request is answered instead with `html` (200
+  with an HTML page) or `http_500` (a 500 error).
+- `huge(megabytes)`: returns a text of that many MB (1 MB = 1,000,000 characters).
+- `exit(code)`: ends the process with `code` before answering, without a word on stderr.
+
 Run it over stdio with `python tests/peers/echo_server.py` (use `sys.executable`), or over
 Streamable HTTP on 127.0.0.1 with `--http PORT` (at /mcp; with `--sse`, the SSE transport
 at /sse instead). `--require-token TOKEN` then answers 401 to a request without
@@ -25,10 +37,11 @@ import argparse
 import json
 import os
 import sys
+import time
 from typing import Any, TypedDict
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 CRASH_EXIT_CODE = 3
@@ -71,7 +84,47 @@ def fail(message: str) -> str:
     raise ToolError(message)
 
 
+# Over stdio: a descriptor of the pipe the SDK sends its messages on. The SDK points fd 1 at
+# stderr while it serves, so `garbage` writes its lines here.
+_wire_fd: int | None = None
+# The `garbage` kinds that the HTTP wrapper answers for (see `_http_faults`).
+HTTP_GARBAGE = {"html", "http_500"}
+
+
+async def hang() -> str:
+    """Block the whole server: no call, ping or anything else is answered any more."""
+    time.sleep(3600)  # on purpose in the event loop: a wedged server, not a slow tool
+    return "woke up"
+
+
+async def garbage(kind: str, ctx: Context) -> str:
+    """Answer this call with something that is not a valid answer, then never properly."""
+    answers = {
+        "bytes": "this is not JSON-RPC \x00\x01 at all",
+        "malformed": json.dumps({"jsonrpc": "2.0", "id": int(ctx.request_id), "result": 42}),
+        "not_a_result": json.dumps(
+            {"jsonrpc": "2.0", "id": int(ctx.request_id), "result": {"content": "not a list"}}
+        ),
+    }
+    if kind not in answers or _wire_fd is None:
+        raise ToolError(f"garbage kind {kind!r} needs stdio; over HTTP use {sorted(HTTP_GARBAGE)}")
+    os.write(_wire_fd, (answers[kind] + "\n").encode())
+    await anyio.sleep_forever()
+    return "unreachable"
+
+
+def huge(megabytes: float) -> str:
+    """A text of `megabytes` million characters."""
+    return "x" * int(megabytes * 1_000_000)
+
+
+def exit_process(code: int) -> str:
+    """End the process with `code` before answering, saying nothing on stderr."""
+    os._exit(code)
+
+
 TOOLS = {tool.__name__: tool for tool in (echo, add, sleep, pid, crash, fail)}
+FAULT_TOOLS = {"hang": hang, "garbage": garbage, "huge": huge, "exit": exit_process}
 
 
 async def paginate_tools(ctx: Any, call_next: Any) -> Any:
@@ -91,16 +144,18 @@ async def paginate_tools(ctx: Any, call_next: Any) -> Any:
 
 def build_server() -> MCPServer:
     """The server with the tools `ECHO_SERVER_TOOLS` names (all of them when unset)."""
+    known = TOOLS | FAULT_TOOLS
+    offered = known if os.environ.get("ECHO_SERVER_FAULTS") == "1" else TOOLS
     wanted = os.environ.get("ECHO_SERVER_TOOLS", "").strip()
-    names = [name.strip() for name in wanted.split(",") if name.strip()] if wanted else TOOLS
-    unknown = sorted(set(names) - set(TOOLS))
+    names = [name.strip() for name in wanted.split(",") if name.strip()] if wanted else offered
+    unknown = sorted(set(names) - set(known))
     if unknown:
-        raise SystemExit(f"ECHO_SERVER_TOOLS names unknown tools {unknown}; known: {sorted(TOOLS)}")
+        raise SystemExit(f"ECHO_SERVER_TOOLS names unknown tools {unknown}; known: {sorted(known)}")
     server = MCPServer(
         "echo", instructions="Test peer with fault-injection tools.", middleware=[paginate_tools]
     )
     for name in names:
-        server.add_tool(TOOLS[name], structured_output=name in ("add", "pid"))
+        server.add_tool(known[name], name=name, structured_output=name in ("add", "pid"))
     return server
 
 
@@ -118,6 +173,43 @@ def _require_token(app: Any, token: str) -> Any:
     return guarded
 
 
+def _http_faults(app: Any) -> Any:
+    """Wrap an ASGI app so that a `garbage` call with an HTTP kind gets that HTTP answer."""
+
+    async def faulty(scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await app(scope, receive, send)
+            return
+        messages, body = [], b""
+        while not messages or messages[-1].get("more_body"):
+            messages.append(await receive())
+            body += messages[-1].get("body", b"")
+        try:
+            params = json.loads(body).get("params") or {}
+            called = params.get("name") == "garbage"
+            kind = params.get("arguments", {}).get("kind") if called else ""
+        except (ValueError, AttributeError):
+            kind = ""
+        if kind in HTTP_GARBAGE:
+            status, content_type, page = (
+                (200, b"text/html", b"<html><body>Welcome to nginx!</body></html>")
+                if kind == "html"
+                else (500, b"text/plain", b"Internal Server Error")
+            )
+            headers = [(b"content-type", content_type)]
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": page})
+            return
+        replay = iter(messages)
+
+        async def replayed() -> Any:
+            return next(replay, None) or await receive()
+
+        await app(scope, replayed, send)
+
+    return faulty
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--http", type=int, metavar="PORT", help="serve Streamable HTTP")
@@ -126,11 +218,13 @@ def main() -> None:
     options = parser.parse_args()
     server = build_server()
     if options.http is None:
+        global _wire_fd
+        _wire_fd = os.dup(1)
         server.run()
         return
     import uvicorn
 
-    app = server.sse_app() if options.sse else server.streamable_http_app()
+    app = _http_faults(server.sse_app() if options.sse else server.streamable_http_app())
     if options.require_token:
         app = _require_token(app, options.require_token)
     uvicorn.run(app, host="127.0.0.1", port=options.http, log_level="warning")
