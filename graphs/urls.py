@@ -9,5 +9,6 @@ app_name = "graphs"
 urlpatterns = [
     path("runs/", views.run_list, name="run_list"),
     path("runs/<int:run_id>/", views.run_detail, name="run_detail"),
+    path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path("workflows/", views.workflow_list, name="workflows"),
 ]

@@ -7,15 +7,18 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 from django.utils.safestring import mark_safe
+from django.views.decorators.csrf import csrf_protect
+from django.views.decorators.http import require_POST
 
-from graphs import selectors
+from graphs import control, selectors
 from graphs.drawing import draw_graph, run_path
 from graphs.models import Run
 from graphs.pages.display import timeline
@@ -106,7 +109,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         run.version.definition.get("nodes", []), visited=visited, taken=taken, failed=failed
     )
     size = selectors.STEPS_PER_PAGE
-    in_progress = run.status in (Run.Status.QUEUED, Run.Status.RUNNING)
+    in_progress = run.status in Run.ACTIVE
     return render(
         request,
         "graphs/run_detail.html",
@@ -124,9 +127,34 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "earlier_link": f"?from={max(start - size, 0)}" if start else "",
             "later_link": f"?from={start + size}" if len(steps) == size else "",
             "refresh_seconds": REFRESH_SECONDS if in_progress else 0,
+            "cancellable": in_progress and not run.cancel_reason,
+            # Only a run the reaper queued again after losing its worker has any.
+            "earlier_attempts": (
+                list(run.earlier_attempts.order_by("pk").values_list("pk", flat=True))
+                if run.retries
+                else []
+            ),
             "nav": "runs",
         },
     )
+
+
+@require_POST
+@staff_required
+@csrf_protect
+def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The run page's Cancel button: cancel the run, then back to its page saying what
+    happened. The reason names who cancelled it."""
+    try:
+        cancellation = control.run_cancel(
+            run_id=run_id,
+            reason=f"Cancelled by {request.user.get_username()} from the run page",
+        )
+    except control.RunNotFound:
+        raise Http404(f"No run {run_id}; it may have been deleted.") from None
+    # The message says what happened: cancelled, stopping, or already ended.
+    messages.info(request, cancellation.message)
+    return redirect("graphs:run_detail", run_id=run_id)
 
 
 @staff_required

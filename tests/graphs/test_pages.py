@@ -5,11 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 
 from graphs import selectors
 from graphs.models import NodeExecution, Run, Workflow
-from graphs.runs import workflow_call
+from graphs.runs import run_create, workflow_call
 from graphs.selectors import Cursor, RunFilters
 
 pytestmark = pytest.mark.usefixtures("loops")
@@ -293,6 +294,94 @@ def test_the_refresh_script_is_served_by_the_app(reviewer):
     response = reviewer.get("/static/graphs/refresh.js")
     assert response.status_code == 200
     assert b"data-refresh-seconds" in b"".join(response.streaming_content)
+
+
+# ---------------------------------------------------------------------------- cancel
+
+
+def cancel_url(run: Run) -> str:
+    return reverse("graphs:run_cancel", args=[run.pk])
+
+
+def test_a_queued_run_is_cancelled_from_its_page_naming_who_did_it(reviewer):
+    run = run_create(name="sum_to", arguments={"n": 3})
+    page = reviewer.get(detail_url(run)).content.decode()
+    assert f'<form class="cancel" method="post" action="{cancel_url(run)}">' in page
+    assert 'name="csrfmiddlewaretoken"' in page
+
+    response = reviewer.post(cancel_url(run), follow=True)
+
+    assert response.redirect_chain == [(detail_url(run), 302)]
+    page = response.content.decode()
+    assert f"Run {run.pk} was cancelled." in page
+    assert 'id="cancel-run"' not in page
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED
+    assert run.cancel_reason == "Cancelled by rita from the run page"
+    assert run.error == "Cancelled before it started: Cancelled by rita from the run page"
+
+
+def test_a_running_run_asked_to_cancel_says_it_will_stop(reviewer):
+    run = add_run(status="running")
+
+    page = reviewer.post(cancel_url(run), follow=True).content.decode()
+
+    assert f"Run {run.pk} will stop before its next node" in page
+    assert "Cancel requested (Cancelled by rita from the run page)" in page
+    assert 'id="cancel-run"' not in page
+    run.refresh_from_db()
+    assert (run.status, run.cancel_reason) == ("running", "Cancelled by rita from the run page")
+
+
+def test_a_finished_run_has_no_cancel_button_and_is_left_as_it_ended(reviewer):
+    run = add_run(status="succeeded", result={"sum": 6})
+    assert 'id="cancel-run"' not in reviewer.get(detail_url(run)).content.decode()
+
+    page = reviewer.post(cancel_url(run), follow=True).content.decode()
+
+    assert f"Run {run.pk} already ended succeeded: not cancelled." in page
+    run.refresh_from_db()
+    assert (run.status, run.cancel_reason, run.result) == ("succeeded", "", {"sum": 6})
+
+
+def test_cancelling_is_refused_to_a_get_an_outsider_and_a_forged_form(client, outsider):
+    run = add_run(status="running")
+    client.force_login(outsider)
+    assert client.get(cancel_url(run)).status_code == 405
+    assert client.post(cancel_url(run)).status_code == 403
+
+    staff = type(outsider).objects.create_user("rita", password="x", is_staff=True)
+    forged = Client(enforce_csrf_checks=True)
+    forged.force_login(staff)
+    assert forged.post(cancel_url(run)).status_code == 403  # no CSRF token
+    assert Client().post(cancel_url(run))["Location"].startswith("/admin/login/")
+    run.refresh_from_db()
+    assert (run.status, run.cancel_reason) == ("running", "")
+
+
+def test_cancelling_an_unknown_run_is_not_found(reviewer):
+    assert reviewer.post("/runs/424242/cancel/").status_code == 404
+
+
+# ---------------------------------------------------------------------------- recovery
+
+
+def test_a_retried_run_and_its_lost_attempt_link_to_each_other(reviewer):
+    run = add_run("sum_to", retries=1, reaper_notes="2026-11-01 12:00:05 UTC: lost at node step.\n")
+    attempt = add_run("sum_to", status="failed", error="Attempt 1 of run", attempt_of=run)
+
+    page = reviewer.get(detail_url(run)).content.decode()
+    assert "Recovered by the reaper" in page
+    assert "lost at node step." in page
+    assert f'Earlier attempts</dt><dd><a href="{detail_url(attempt)}">run #{attempt.pk}</a>' in page
+    lost = reviewer.get(detail_url(attempt)).content.decode()
+    assert f'Attempt of</dt><dd><a href="{detail_url(run)}">run #{run.pk}</a>' in lost
+
+
+def test_a_resent_run_says_how_often(reviewer):
+    run = add_run(resends=2, reaper_notes="sent again (2 of 2).\n")
+    page = reviewer.get(detail_url(run)).content.decode()
+    assert "Sent again</dt><dd>2 times: no worker had started it" in page
 
 
 # ---------------------------------------------------------------------------- workflows
