@@ -9,24 +9,32 @@ A crash loses at most that window of in-memory steps, never an outside call.
 
 A node's input is the output of the execution before it, so it is not stored twice: pages
 read it from the previous row.
+
+A run can outlive its database connection (the server restarted, an operator or a failover
+ended it while a node was running): each write finding the connection lost reconnects once
+and writes again (`reconnecting`), so the run goes on instead of staying `running`.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import connection, models
+from django.db import InterfaceError, OperationalError, connection, models
 
 from graphs.engine import NodeRecord, NullObserver
 from graphs.models import NodeExecution, Run
 from graphs.payloads import encoded
 
+logger = logging.getLogger(__name__)
+
 FLUSH_SECONDS = 0.2
+T = TypeVar("T")
 
 # progress(done, message): one call per finished node.
 Progress = Callable[[int, str], None]
@@ -49,6 +57,23 @@ COLUMNS = (
 )
 JSON_COLUMNS = ("detail", "output")
 _Row = tuple[Any, ...]
+
+
+def reconnecting(write: Callable[[], T]) -> T:
+    """Run a database write; if the connection turns out to be lost, reconnect and write once
+    more. Outside a transaction only: inside one, the lost work is not this write's to redo.
+
+    Writing again is safe: a write on a lost connection did not commit, and every history
+    write is an insert of new rows or an update to the same values.
+    """
+    try:
+        return write()
+    except (OperationalError, InterfaceError) as exc:
+        if connection.in_atomic_block or connection.is_usable():
+            raise
+        logger.warning("Database connection lost (%s); reconnecting to write again", exc)
+        connection.close()
+        return write()
 
 
 def _at(timestamp: float) -> datetime:
@@ -111,7 +136,7 @@ class HistoryRecorder(NullObserver):
     def flush(self) -> None:
         """Write the finished rows collected so far."""
         if self._pending:
-            write_rows(self._pending)
+            reconnecting(lambda: write_rows(self._pending))
             self._pending = []
 
     def _row(
@@ -151,14 +176,17 @@ class HistoryRecorder(NullObserver):
         self.node_count += 1
         if record.index in self._open:
             self._open.discard(record.index)
-            NodeExecution.objects.filter(run=self.run, index=record.index).update(
-                status=status,
-                detail=json.loads(detail),
-                output=json.loads(output),
-                error=record.error or "",
-                attempts=record.attempts,
-                duration_ms=record.duration_ms,
-                truncated=detail_cut or output_cut,
+            row = NodeExecution.objects.filter(run=self.run, index=record.index)
+            reconnecting(
+                lambda: row.update(
+                    status=status,
+                    detail=json.loads(detail),
+                    output=json.loads(output),
+                    error=record.error or "",
+                    attempts=record.attempts,
+                    duration_ms=record.duration_ms,
+                    truncated=detail_cut or output_cut,
+                )
             )
         else:
             if not self._pending:

@@ -30,7 +30,7 @@ from graphs.engine import (
     execute,
     parse_tool,
 )
-from graphs.history import HistoryRecorder, Progress
+from graphs.history import HistoryRecorder, Progress, reconnecting
 from graphs.models import Run, Workflow, WorkflowVersion
 from graphs.payloads import mask_secrets, storable
 from graphs.services import limits_from_mapping
@@ -331,16 +331,15 @@ def _finish(
         run.status = Run.Status.SUCCEEDED
         run.result, truncated = storable(result, recorder.max_bytes)
         run.truncated |= truncated
-    run.save(
-        update_fields=[
-            "status",
-            "result",
-            "error",
-            "error_node_id",
-            "node_count",
-            "truncated",
-            "finished_at",
-            "duration_ms",
-        ]
-    )
+    fields = [
+        "status",
+        "result",
+        "error",
+        "error_node_id",
+        "node_count",
+        "truncated",
+        "finished_at",
+        "duration_ms",
+    ]
+    reconnecting(lambda: run.save(update_fields=fields))
     return RunOutcome(run.pk, run.status, result, run.error, run.error_node_id)

@@ -92,15 +92,13 @@ def test_an_http_server_answering_html_or_500_fails_the_call_and_the_next_works(
         started = time.monotonic()
         with pytest.raises(DownstreamError) as failure:
             mcp_client.call_tool(web, "garbage", {"kind": kind}, timeout=NODE_TIMEOUT)
-        assert time.monotonic() - started < NODE_TIMEOUT + 1
+        assert time.monotonic() - started < NODE_TIMEOUT + 3
         assert "MCP server 'web'" in str(failure.value)
         assert expected in str(failure.value)
         assert mcp_client.call_tool(web, "add", {"a": 1, "b": 2}, timeout=10).structured_content
 
 
-def test_a_result_over_the_limit_fails_the_node_naming_size_and_setting(
-    fault_workflows, settings
-):
+def test_a_result_over_the_limit_fails_the_node_naming_size_and_setting(fault_workflows, settings):
     settings.MCP_CLIENT_MAX_RESULT_BYTES = 1_000_000
     run = failed_run("faulty_huge", {"megabytes": 2})
     assert "returned 2,000," in run.error
@@ -153,17 +151,19 @@ def test_while_one_provider_hangs_other_providers_and_runs_go_on(fault_workflows
     if connection.vendor == "sqlite":
         pytest.skip("the SQLite test database is in memory, where writers lock whole tables")
     workflow_call(name="either", arguments={"a": 0})  # both servers started
+
+    def call(name: str, arguments: dict):
+        try:
+            return workflow_call(name=name, arguments=arguments)
+        finally:
+            connection.close()  # the pool's threads end with the test
+
     with ThreadPoolExecutor(max_workers=6) as pool:
-        hung = pool.submit(workflow_call, name="either", arguments={"hang": True})
+        hung = pool.submit(call, "either", {"hang": True})
         time.sleep(0.3)
         started = time.monotonic()
         others = list(
-            pool.map(
-                lambda a: workflow_call(
-                    name="either" if a % 2 else "healthy_add", arguments={"a": a}
-                ),
-                range(10),
-            )
+            pool.map(lambda a: call("either" if a % 2 else "healthy_add", {"a": a}), range(10))
         )
         others_seconds = time.monotonic() - started
         assert not hung.done(), "the hung run should still be waiting"
