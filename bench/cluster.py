@@ -29,11 +29,12 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,6 +43,7 @@ BIN = Path(sys.executable).parent
 _SECRET_KEY = secrets.token_urlsafe(50)
 _PR_SET_PDEATHSIG = 1
 _START_SECONDS = 60.0
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -247,9 +249,17 @@ class Cluster:
         """Resident memory of each process with all its descendants (a worker's pool
         processes, stdio servers it started), in KiB. Forked children share pages with their
         parent, so a sum counts those twice: compare a label with itself over time."""
+        return self._per_family(_rss_kib)
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU time used so far by each process with all its descendants, ended ones included:
+        a figure of work done that does not depend on what else the machine runs."""
+        return self._per_family(_cpu_seconds)
+
+    def _per_family(self, measure: Callable[[int], float]) -> dict[str, Any]:
         children = _children_by_parent()
         return {
-            process.label: sum(_rss_kib(pid) for pid in _family(process.popen.pid, children))
+            process.label: sum(measure(pid) for pid in _family(process.popen.pid, children))
             for process in self.processes
         }
 
@@ -267,12 +277,9 @@ def _children_by_parent() -> dict[int, list[int]]:
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
-        try:
-            stat = Path(f"/proc/{entry.name}/stat").read_text()
-        except OSError:
-            continue  # ended while we looked
-        parent = int(stat[stat.rindex(")") + 2 :].split()[1])
-        children.setdefault(parent, []).append(int(entry.name))
+        fields = _stat_fields(int(entry.name))
+        if fields:  # else it ended while we looked
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
     return children
 
 
@@ -283,6 +290,22 @@ def _family(pid: int, children: dict[int, list[int]]) -> list[int]:
         family.append(current)
         pending.extend(children.get(current, []))
     return family
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (empty once the process ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return []
+    return stat[stat.rindex(")") + 2 :].split()
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = _stat_fields(pid)
+    # utime, stime, and cutime, cstime: the time of children it has reaped (pool processes
+    # replaced, stdio servers restarted); live children are counted on their own.
+    return sum(int(value) for value in fields[11:15]) / _CLOCK_TICKS if fields else 0.0
 
 
 def _rss_kib(pid: int) -> int:

@@ -109,6 +109,7 @@ class LoadResult:
     history: HistoryCheck = field(default_factory=HistoryCheck)
     rss_start: dict[str, int] = field(default_factory=dict)
     rss_end: dict[str, int] = field(default_factory=dict)
+    server_cpu_seconds: dict[str, float] = field(default_factory=dict)  # measured part
 
     @property
     def errors(self) -> list[str]:
@@ -179,12 +180,15 @@ async def run_load(
             )
             result.warmup_errors = [s.error for s in samples if s.error]
         result.rss_start = cluster.rss_kib()
-        cpu = time.process_time()
+        server_cpu, client_cpu = cluster.cpu_seconds(), time.process_time()
         until = time.monotonic() + duration
         result.samples, result.seconds = await drive(
             sender("load"), concurrency=concurrency, total=max_requests, until=until
         )
-        result.client_cpu_seconds = time.process_time() - cpu
+        result.client_cpu_seconds = time.process_time() - client_cpu
+        result.server_cpu_seconds = {
+            label: seconds - server_cpu[label] for label, seconds in cluster.cpu_seconds().items()
+        }
     finally:
         await agent.close()
     result.history = await asyncio.to_thread(
@@ -205,9 +209,12 @@ def report(result: LoadResult, *, concurrency: int, markdown: bool) -> str:
             f"{len(samples) / result.seconds:.1f}" if result.seconds else "0",
             f"{p50_ms(samples):.1f}", f"{p99_ms(samples):.1f}",
         ])  # fmt: skip
+    server_cpu = sum(result.server_cpu_seconds.values())
     lines = [
         f"{len(result.samples)} requests in {result.seconds:.1f} s at concurrency "
-        f"{concurrency}; the load generator used {result.client_cpu_seconds:.1f} s of CPU",
+        f"{concurrency}; the servers used {server_cpu:.1f} s of CPU "
+        f"({1000 * server_cpu / max(1, len(result.samples)):.1f} ms per request), the load "
+        f"generator {result.client_cpu_seconds:.1f} s",
         "",
         *table(["kind", "requests", "errors", "req/s", "p50 ms", "p99 ms"], rows, markdown),
         "",
@@ -222,10 +229,10 @@ def report(result: LoadResult, *, concurrency: int, markdown: bool) -> str:
     lines.append("")
     growth = result.rss_growth()
     lines += table(
-        ["process", "RSS start MiB", "RSS end MiB", "growth"],
+        ["process", "RSS start MiB", "RSS end MiB", "growth", "CPU s"],
         [
             [label, f"{start / 1024:.1f}", f"{result.rss_end.get(label, 0) / 1024:.1f}",
-             f"{growth.get(label, 0):+.1%}"]
+             f"{growth.get(label, 0):+.1%}", f"{result.server_cpu_seconds.get(label, 0):.1f}"]
             for label, start in result.rss_start.items()
         ],
         markdown,

@@ -277,6 +277,7 @@ class ModeResult:
     mode: str
     samples: list[Sample] = field(default_factory=list)
     seconds: float = 0.0
+    server_cpu_seconds: float = 0.0  # of every process of the mode's cluster
     calls: dict[str, int | None] = field(default_factory=dict)  # JSON-RPC id → run id
     history: HistoryCheck | None = None
 
@@ -300,7 +301,9 @@ async def _round(
         url = cluster.urls[index % len(cluster.urls)]
         return await timed(WORKFLOW, workflow_call(agent, url, ids[index], n))
 
+    cpu = sum(cluster.cpu_seconds().values())
     samples, seconds = await drive(send, concurrency=concurrency, total=calls)
+    result.server_cpu_seconds += sum(cluster.cpu_seconds().values()) - cpu
     for request_id, sample in zip(ids, samples, strict=True):
         result.calls[request_id] = sample.run_id
     result.samples += samples
@@ -330,15 +333,17 @@ async def compare_modes(
 
 
 def report(results: list[ModeResult], concurrency: int, n: int, markdown: bool) -> str:
-    header = ["mode", "calls", "c", "calls/s", "p50 ms", "p99 ms", "errors",
-              "runs ok (one each, succeeded, 2n+3 rows)"]  # fmt: skip
+    header = ["mode", "calls", "c", "calls/s", "p50 ms", "p99 ms", "server CPU ms/call",
+              "errors", "runs ok (one each, succeeded, 2n+3 rows)"]  # fmt: skip
     rows = []
     for result in results:
         history = result.history or HistoryCheck()
         rows.append([
             result.mode, str(len(result.samples)), str(concurrency),
             f"{result.throughput:.1f}", f"{p50_ms(result.samples):.1f}",
-            f"{p99_ms(result.samples):.1f}", str(len(result.errors)),
+            f"{p99_ms(result.samples):.1f}",
+            f"{1000 * result.server_cpu_seconds / max(1, len(result.samples)):.1f}",
+            str(len(result.errors)),
             f"{history.complete}/{history.calls}",
         ])  # fmt: skip
     lines = table(header, rows, markdown)
