@@ -38,6 +38,8 @@ class AuditedAdmin(admin.ModelAdmin):
     ) -> None:
         # Called once the object and its inlines are saved, with the form, on add and change.
         super().save_related(request, form, formsets, change)
+        if change and not form.has_changed() and not any(f.has_changed() for f in formsets):
+            return  # "Save" pressed with nothing changed
         audit_record(
             actor=actor_user(request.user),
             action=Action.CHANGED if change else Action.CREATED,

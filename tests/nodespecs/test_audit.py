@@ -75,6 +75,15 @@ class TestAdmin:
         ]
         assert_no_secret_in_the_trail(SECRET)
 
+    def test_saving_without_a_change_records_nothing(self, admin_client):
+        provider = Provider.objects.create(name="files", command="npx", env={"API_TOKEN": "x"})
+        change = reverse("admin:nodespecs_provider_change", args=[provider.pk])
+
+        response = admin_client.post(change, provider_form(env="API_TOKEN="))
+
+        assert response.status_code == 302
+        assert events() == []
+
     def test_deleting_a_provider_keeps_its_label(self, admin_client):
         provider = Provider.objects.create(name="gone", command="true", env={"T": SECRET})
         delete = reverse("admin:nodespecs_provider_delete", args=[provider.pk])
