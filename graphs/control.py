@@ -17,9 +17,11 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.utils import timezone
 
 from graphs import liveness
@@ -30,8 +32,8 @@ from graphs.tasks import run_queued, task_id_of
 
 logger = logging.getLogger(__name__)
 
-_POLL_FIRST_SECONDS = 0.02
-_POLL_MAX_SECONDS = 0.5
+POLL_FIRST_SECONDS = 0.02
+POLL_MAX_SECONDS = 0.5
 _RESULT_FETCH_SECONDS = 5
 
 
@@ -119,22 +121,36 @@ def run_wait(*, run_id: int, timeout: float, progress: Progress | None = None) -
     """Wait up to `timeout` seconds for a run to finish, reporting each finished node to
     `progress`; its outcome, `queued` or `running` if the time ran out."""
     deadline = time.monotonic() + timeout
-    pause = _POLL_FIRST_SECONDS
+    pause = POLL_FIRST_SECONDS
     reported = 0
     while True:
-        row = Run.objects.filter(pk=run_id).values("status", "error", "error_node_id").get()
-        if progress is not None:
-            reported = _report(run_id, reported, progress)
-        if row["status"] in Run.FINISHED:
-            return RunOutcome(
-                run_id, row["status"], _result(run_id, row["status"]), row["error"],
-                row["error_node_id"],
-            )  # fmt: skip
+        outcome, reported = run_check(run_id, reported, progress)
         left = deadline - time.monotonic()
-        if left <= 0:
-            return RunOutcome(run_id, row["status"])
+        if outcome.status in Run.FINISHED or left <= 0:
+            return outcome
         time.sleep(min(pause, left))
-        pause = min(pause * 1.5, _POLL_MAX_SECONDS)
+        pause = next_pause(pause)
+
+
+def next_pause(pause: float) -> float:
+    """The pause before the next look at a run: short at first, as most runs are quick."""
+    return min(pause * 1.5, POLL_MAX_SECONDS)
+
+
+def run_check(
+    run_id: int, reported: int = 0, progress: Progress | None = None
+) -> tuple[RunOutcome, int]:
+    """One look at a run, from any process: its outcome so far (with the result once it
+    has succeeded), and how many nodes have been reported to `progress`, counting from
+    `reported` (the count of a previous look)."""
+    row = Run.objects.filter(pk=run_id).values("status", "error", "error_node_id").get()
+    if progress is not None:
+        reported = _report(run_id, reported, progress)
+    status = row["status"]
+    if status not in Run.FINISHED:
+        return RunOutcome(run_id, status), reported
+    result = run_result(run_id) if status == Run.Status.SUCCEEDED else None
+    return RunOutcome(run_id, status, result, row["error"], row["error_node_id"]), reported
 
 
 def _report(run_id: int, reported: int, progress: Progress) -> int:
@@ -153,17 +169,64 @@ def _report(run_id: int, reported: int, progress: Progress) -> int:
     return reported
 
 
-def _result(run_id: int, status: str) -> Any:
-    """A finished run's exit value, as the worker returned it (unmasked, whole)."""
-    if status != Run.Status.SUCCEEDED:
-        return None
-    returned = run_queued.AsyncResult(task_id_of(run_id)).get(
-        timeout=_RESULT_FETCH_SECONDS, propagate=False
-    )
-    if isinstance(returned, dict) and "result" in returned:
-        return returned["result"]
-    # Expired from the backend: the history's copy (masked, perhaps a preview) is what is left.
+def _kept_key(run_id: int) -> str:
+    return f"graphs:run-result:{run_id}"
+
+
+def run_result_keep(run_id: int, value: Any) -> None:
+    """Keep a run's whole exit value where any process can read it (`run_result`), for
+    `GRAPHS_RESULT_KEEP_SECONDS`: for a caller that comes back for it later, as a task does.
+    Queued runs need not: their worker's result backend keeps it."""
+    cache.set(_kept_key(run_id), {"result": value}, settings.GRAPHS_RESULT_KEEP_SECONDS)
+
+
+def run_result(run_id: int) -> Any:
+    """A succeeded run's exit value, whole and unmasked where it is still kept (by
+    `run_result_keep`, or by the worker that ran it), else the history's copy (secrets
+    masked, perhaps a truncated preview)."""
+    kept = cache.get(_kept_key(run_id))
+    if kept is not None:
+        return kept["result"]
+    if settings.EXECUTION_MODE == "queued":
+        returned = run_queued.AsyncResult(task_id_of(run_id)).get(
+            timeout=_RESULT_FETCH_SECONDS, propagate=False
+        )
+        if isinstance(returned, dict) and "result" in returned:
+            return returned["result"]
     return Run.objects.values_list("result", flat=True).get(pk=run_id)
+
+
+@dataclass(frozen=True)
+class RunState:
+    """Where a run stands, as a client following it sees it (a task's `tasks/get`)."""
+
+    run_id: int
+    workflow_name: str
+    status: str
+    created_at: datetime
+    updated_at: datetime
+    error: str
+    error_node_id: str
+    # The workflow's output schema now, for shaping its result.
+    output_schema: dict[str, Any] | None
+
+
+def run_state(*, run_id: int, caller: str) -> RunState:
+    """A run started by `caller`, as it stands. Raises `RunNotFound` (for another caller's
+    run too: a caller learns nothing of runs it did not start)."""
+    row = (
+        Run.objects.filter(pk=run_id, caller=caller[:200])
+        .values_list(
+            "workflow_name", "status", "created_at", "started_at", "heartbeat_at",
+            "finished_at", "error", "error_node_id", "workflow__output_schema",
+        )
+        .first()
+    )  # fmt: skip
+    if row is None:
+        raise RunNotFound(f"No run {run_id} started with your key.")
+    name, status, created, started, beat, finished, error, node, schema = row
+    updated = finished or beat or started or created
+    return RunState(run_id, name, status, created, updated, error, node, schema)
 
 
 def run_cancel(*, run_id: int, reason: str, caller: str | None = None) -> Cancellation:

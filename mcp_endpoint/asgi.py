@@ -25,7 +25,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from graphs.toolset import refresh_workflow_tools
-from mcp_endpoint import protocol, sse, transport
+from mcp_endpoint import calls, protocol, sse, transport
 from nodespecs.registry import refresh_registry
 
 Scope = dict[str, Any]
@@ -36,6 +36,9 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 # which would recycle it, does not run here, so the threads do it every so often.
 logger = logging.getLogger(__name__)
 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcp")
+# Direct-mode workflow runs, each holding its thread while its nodes call out: apart from
+# `_POOL`, so that long runs never keep other requests waiting.
+_RUNS = ThreadPoolExecutor(max_workers=settings.GRAPHS_DIRECT_RUN_THREADS, thread_name_prefix="run")
 _RECYCLE_SECONDS = 30.0
 _local = threading.local()
 # Answers to legacy SSE POSTs still being worked out after their 202 (kept from collection).
@@ -116,11 +119,26 @@ async def _run(
     return await asyncio.get_running_loop().run_in_executor(_POOL, _work, arguments, handler)
 
 
+def _threads() -> calls.Threads:
+    """Where a pending workflow call's blocking work goes (`calls.Threads`)."""
+    loop = asyncio.get_running_loop()
+    return calls.Threads(
+        short=lambda work: loop.run_in_executor(_POOL, _work, {}, work),
+        run=lambda work: loop.run_in_executor(_RUNS, _work, {}, work),
+    )
+
+
 async def mcp_app(scope: Scope, receive: Receive, send: Send) -> None:
     """Serve one HTTP request to `/mcp`."""
     arguments = await _request(scope, receive)
     outbound = await _run(arguments, headers=arguments["headers"], body=arguments["body"])
-    await _respond(outbound, transport.stream_of(outbound), receive, send)
+    threads = _threads()
+    if outbound.pending is not None and not outbound.pending.stream:
+        settled = await _until_disconnect(transport.settle(outbound, threads), receive)
+        if settled is None:
+            return  # the client left before its answer
+        outbound = settled
+    await _respond(outbound, transport.stream_of(outbound, threads), receive, send)
 
 
 async def sse_app(scope: Scope, receive: Receive, send: Send) -> None:
@@ -159,7 +177,7 @@ async def _answer_on_stream(inbound: protocol.Inbound, channel_id: str) -> None:
             body=inbound.body,
             handler=sse.answer,
         )
-        await sse.deliver(channel_id, outbound)
+        await sse.deliver(channel_id, outbound, _threads())
     except Exception:
         logger.exception("Answering a message for SSE stream %s failed", channel_id[:8])
 
@@ -191,21 +209,27 @@ async def _respond(outbound: protocol.Outbound, stream: Any, receive: Receive, s
 async def _send_stream(stream: Any, receive: Receive, send: Send) -> None:
     """Send an event stream until it ends or the client goes away (which cancels it)."""
 
-    async def pump() -> None:
+    async def pump() -> bool:
         async for chunk in stream:
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
+        return True
+
+    await _until_disconnect(pump(), receive)
+
+
+async def _until_disconnect(work: Awaitable[Result], receive: Receive) -> Result | None:
+    """Await `work` unless the client disconnects first; then cancel it (its cleanup runs
+    before this returns: a legacy stream ends its session, a 2026-07-28 call its run) and
+    return None."""
 
     async def watch() -> None:
         while (await receive())["type"] != "http.disconnect":
             pass
 
-    pumping, watching = asyncio.create_task(pump()), asyncio.create_task(watch())
-    done, pending = await asyncio.wait({pumping, watching}, return_when=asyncio.FIRST_COMPLETED)
+    working, watching = asyncio.ensure_future(work), asyncio.ensure_future(watch())
+    done, pending = await asyncio.wait({working, watching}, return_when=asyncio.FIRST_COMPLETED)
     for task in pending:
         task.cancel()
-    # Let a cancelled stream finish its cleanup (a legacy stream ends its session) before
-    # the request is over.
     await asyncio.gather(*pending, return_exceptions=True)
-    if pumping in done:
-        pumping.result()
+    return working.result() if working in done else None

@@ -18,7 +18,7 @@ from mcp import types
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from graphs.toolset import workflow_tools, workflow_tools_token
-from mcp_endpoint import interaction, prompts, resources, workflows
+from mcp_endpoint import calls, interaction, prompts, resources, workflows
 from mcp_endpoint.errors import RpcError
 from mcp_endpoint.tools import TOOLS, ToolError
 
@@ -191,6 +191,8 @@ def call_tool(params: types.CallToolRequestParams, context: CallContext) -> Any:
         )
     workflow = workflow_tools().get(params.name)
     if workflow is not None:
+        if context.transport == "http":
+            return calls.pending_call(workflow, params.arguments, context)
         return workflows.call_workflow(workflow, params.arguments, context)
     tool = TOOLS.get(params.name)
     if tool is None:
@@ -303,6 +305,9 @@ _HANDLERS: dict[str, Callable[[Any, CallContext], Any]] = {
 REQUIRED_SCOPES: dict[str, str] = {
     "tools/list": "tools:read",
     "tools/call": "tools:execute",
+    "tasks/get": "tools:execute",
+    "tasks/cancel": "tools:execute",
+    "tasks/update": "tools:execute",
     "prompts/list": "tools:read",
     "prompts/get": "tools:read",
     "completion/complete": "tools:read",

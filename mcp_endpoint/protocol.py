@@ -25,7 +25,8 @@ from mcp import types
 from mcp.shared import inbound as envelope
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-from mcp_endpoint import dispatch, sessions, workflows
+from mcp_endpoint import dispatch, sessions, tasks, workflows
+from mcp_endpoint.calls import PendingCall
 from mcp_endpoint.dispatch import CallContext, RpcError
 from mcp_endpoint.interaction import LegacyInteraction
 from mcp_endpoint.rpc import (
@@ -71,10 +72,17 @@ class Outbound:
     interaction: dict[str, Any] | None = None
     # A legacy HTTP+SSE stream (`GET /sse`) opened under this id (`mcp_endpoint/sse.py`).
     channel: str | None = None
+    # A workflow call whose run the HTTP layer drives (`mcp_endpoint/calls.py`).
+    pending: PendingCall | None = None
 
 
 def _json(status: int, message: Any, headers: dict[str, str] | None = None) -> Outbound:
     return _encoded(status, encode_json(message), headers)
+
+
+def message_reply(message: dict[str, Any], headers: dict[str, str]) -> Outbound:
+    """One JSON-RPC message as a 200 JSON body (a pending call's response)."""
+    return _json(200, message, headers)
 
 
 def _encoded(status: int, body: bytes, headers: dict[str, str] | None = None) -> Outbound:
@@ -105,11 +113,17 @@ def _accepts(headers: Mapping[str, str], media_type: str) -> bool:
 
 def _reply(
     request_id: Any,
-    result: dict[str, Any],
+    result: dict[str, Any] | PendingCall,
     context: CallContext,
     headers: Mapping[str, str],
     extra_headers: dict[str, str],
 ) -> Outbound:
+    if isinstance(result, PendingCall):
+        # Progress goes out as it happens when the client takes an event stream.
+        result.stream = _accepts(headers, SSE) and (
+            result.progress_token is not None or bool(result.events)
+        )
+        return Outbound(200, dict(extra_headers), pending=result)
     response = {"jsonrpc": "2.0", "id": request_id, "result": result}
     if context.notifications and _accepts(headers, SSE):
         events = [{"jsonrpc": "2.0", **note} for note in context.notifications]
@@ -235,7 +249,24 @@ def _handle_modern(inbound: Inbound, message: Any) -> Outbound:
             if mismatch is not None:
                 return _modern_error(request_id, mismatch.code, mismatch.message, mismatch.data)
     method, params = message["method"], message.get("params")
+    named = params.get("taskId") if isinstance(params, dict) else None
+    sent_name = inbound.headers.get("mcp-name")
+    if method in tasks.METHODS and sent_name is not None and sent_name != named:
+        return _modern_error(
+            request_id,
+            types.HEADER_MISMATCH,
+            f"The Mcp-Name header ({sent_name[:80]!r}) must equal params.taskId for {method}.",
+        )
     if method == "subscriptions/listen":
+        asked = (params or {}).get("notifications") if isinstance(params, dict) else None
+        if isinstance(asked, dict) and asked.get("taskIds"):
+            capabilities = route.client_capabilities
+            try:
+                tasks.require(
+                    capabilities if isinstance(capabilities, dict) else {}, "Task notifications"
+                )
+            except RpcError as exc:
+                return _modern_error(request_id, exc.code, exc.message, exc.data)
         if not _accepts(inbound.headers, SSE):
             return error_reply(
                 406,

@@ -16,7 +16,8 @@ from mcp.types import methods
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from mcp_endpoint import dispatch
+from mcp_endpoint import dispatch, tasks
+from mcp_endpoint.calls import PendingCall
 from mcp_endpoint.dispatch import LOG_LEVELS, CallContext, RpcError
 from mcp_endpoint.interaction import LegacyInteraction
 
@@ -99,6 +100,7 @@ def discover_result() -> types.DiscoverResult:
     capabilities = dispatch.server_capabilities()
     # subscriptions/listen reports catalog changes in this era.
     capabilities.resources.list_changed = True
+    capabilities.extensions = {tasks.EXTENSION: {}}
     return types.DiscoverResult(
         supported_versions=list(MODERN_PROTOCOL_VERSIONS),
         capabilities=capabilities,
@@ -116,13 +118,18 @@ def execute(
     caller: Caller,
     context: CallContext,
     on_set_level: Any = None,
-) -> dict[str, Any] | LegacyInteraction:
+) -> dict[str, Any] | LegacyInteraction | PendingCall:
     """Answer one request and return its result serialised for `version`.
 
     Raises `RpcError` (unknown method, bad params, a failing method) or `Forbidden`. A call
-    that must ask the client for input on a 2025 session returns a `LegacyInteraction`.
+    that must ask the client for input on a 2025 session returns a `LegacyInteraction`; a
+    workflow call over HTTP, a `PendingCall` for the transport to drive.
     `on_set_level(level)` stores a `logging/setLevel` for the session, where there is one.
     """
+    if version in MODERN_PROTOCOL_VERSIONS and method in tasks.METHODS:
+        _check_scope(method, caller)
+        answer = tasks.METHODS[method](params, context.client_capabilities, caller.identity)
+        return _modern_result(method, answer)
     try:
         request = methods.parse_client_request(method, version, params)
     except KeyError:
@@ -151,7 +158,7 @@ def execute(
             dumped = _modern_result(method, dumped)
         return methods.serialize_server_result(method, version, dumped)
 
-    if isinstance(result, LegacyInteraction):
+    if isinstance(result, (LegacyInteraction, PendingCall)):
         result.finish = serialize
         return result
     serialized = serialize(result)

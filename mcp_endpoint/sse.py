@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from asgiref.sync import sync_to_async
 from mcp import types
 
-from mcp_endpoint import protocol, relay, sessions, transport
+from mcp_endpoint import calls, protocol, relay, sessions, transport
 
 logger = logging.getLogger(__name__)
 
@@ -114,9 +114,12 @@ def answer(inbound: protocol.Inbound, channel_id: str) -> protocol.Outbound:
     return outbound
 
 
-async def deliver(channel_id: str, outbound: protocol.Outbound) -> None:
-    """Send an answer's events (or its one JSON-RPC message) to the stream's holder."""
-    chunks = transport.stream_of(outbound) or _single(outbound.body)
+async def deliver(channel_id: str, outbound: protocol.Outbound, threads: calls.Threads) -> None:
+    """Send an answer's events (or its one JSON-RPC message) to the stream's holder; a
+    workflow call's progress goes as it happens (`threads` drives its run)."""
+    if outbound.pending is not None:
+        outbound.pending.stream = True
+    chunks = transport.stream_of(outbound, threads) or _single(outbound.body)
     async for chunk in chunks:
         if not await relay.publish(channel_id, chunk):
             logger.info("SSE stream %s is gone; dropped the rest of an answer", channel_id[:8])

@@ -25,7 +25,7 @@ from django.http.request import split_domain_port, validate_host
 from mcp import types
 
 from graphs import toolset
-from mcp_endpoint import protocol, sessions
+from mcp_endpoint import calls, protocol, sessions
 from mcp_endpoint.auth import Refusal, admit, presented_key
 from mcp_endpoint.keys import is_remembered
 from mcp_endpoint.rpc import Caller
@@ -150,8 +150,8 @@ _TOOL_NAME = re.compile(rb'"name"\s*:\s*"([^"]*)"')
 def _may_run_workflow(body: bytes | None) -> bool:
     """Whether a body may be a `tools/call` of a workflow (which queries and calls out).
     Errs towards yes: a wrong yes costs a thread hop, a wrong no would block the loop."""
-    if body and b"notifications/cancelled" in body:
-        return True  # may cancel a run, which is looked up in the database
+    if body and (b"notifications/cancelled" in body or b"tasks/" in body):
+        return True  # may cancel or read a run (a task), which is looked up in the database
     if not body or b"tools/call" not in body:
         return False
     names = _TOOL_NAME.findall(body)
@@ -272,8 +272,27 @@ async def _interact(events: list[dict[str, Any]], plan: dict[str, Any]) -> Async
         yield _sse({"jsonrpc": "2.0", "id": call_id, "result": run.finish(finished.value)})
 
 
-def stream_of(outbound: protocol.Outbound) -> AsyncIterator[bytes] | None:
-    """The event-stream body of an outcome that streams, or None for a plain response."""
+async def _call_events(call: calls.PendingCall, threads: calls.Threads) -> AsyncIterator[bytes]:
+    async for message in calls.drive(call, threads):
+        yield _sse(message)
+
+
+async def settle(outbound: protocol.Outbound, threads: calls.Threads) -> protocol.Outbound:
+    """The plain answer to an outcome: a pending workflow call that does not stream is driven
+    to its response here; anything else is already its answer."""
+    if outbound.pending is None or outbound.pending.stream:
+        return outbound
+    message = await calls.settle(outbound.pending, threads)
+    return protocol.message_reply(message, outbound.headers)
+
+
+def stream_of(
+    outbound: protocol.Outbound, threads: calls.Threads | None = None
+) -> AsyncIterator[bytes] | None:
+    """The event-stream body of an outcome that streams, or None for a plain response
+    (`threads` drives a pending workflow call: see `settle` for one that does not stream)."""
+    if outbound.pending is not None and outbound.pending.stream and threads is not None:
+        return _call_events(outbound.pending, threads)
     if outbound.interaction is not None:
         return _interact(outbound.events or [], outbound.interaction)
     if outbound.listen is not None:

@@ -18,7 +18,7 @@ from mcp import types
 
 from graphs.control import run_cancel_request, workflow_invoke
 from graphs.models import Run
-from graphs.runs import WorkflowCallError
+from graphs.runs import RunOutcome, WorkflowCallError
 from graphs.toolset import WorkflowTool, workflow_tools
 
 if TYPE_CHECKING:
@@ -60,7 +60,8 @@ def workflow_tool_list() -> list[types.Tool]:
     return [_tool_entry(tool) for tool in workflow_tools().values()]
 
 
-def _error(message: str, run_id: int | None = None) -> types.CallToolResult:
+def error_result(message: str, run_id: int | None = None) -> types.CallToolResult:
+    """A tool result with `isError`, naming the run when there is one."""
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=f"Error: {message}")],
         is_error=True,
@@ -80,7 +81,9 @@ def structured_result(value: Any, output_schema: dict[str, Any] | None) -> dict[
 def call_workflow(
     tool: WorkflowTool, arguments: dict[str, Any] | None, context: CallContext
 ) -> types.CallToolResult:
-    """Run a workflow for a `tools/call` and answer with its result or its failure."""
+    """Run a workflow for a `tools/call` in this thread and answer with its result or its
+    failure (stdio; over HTTP `calls.py` drives the run from the event loop)."""
+    arguments = arguments if arguments is not None else {}
 
     def progress(done: int, message: str) -> None:
         context.progress(done, None, message)
@@ -88,7 +91,7 @@ def call_workflow(
     try:
         outcome = workflow_invoke(
             name=tool.name,
-            arguments=arguments if arguments is not None else {},
+            arguments=arguments,
             caller=context.caller,
             session_id=context.session_id,
             request_id=context.request_id,
@@ -96,37 +99,48 @@ def call_workflow(
             progress=progress,
         )
     except WorkflowCallError as exc:
-        return _error(str(exc))
+        return error_result(str(exc))
+    return outcome_result(tool.name, tool.output_schema, outcome)
+
+
+def still_going(name: str, run_id: int, status: str) -> types.CallToolResult:
+    """The answer to a call whose run (`queued` or `running`) outlasted
+    GRAPHS_RUN_WAIT_SECONDS."""
+    return error_result(
+        f"Workflow {name!r} is still {status} after {settings.GRAPHS_RUN_WAIT_SECONDS:g} s "
+        f"(run {run_id}); it goes on in the background, so do not call it again for the same "
+        f"work. Its outcome will be in the history as run {run_id}; cancel it with "
+        f"POST /api/v1/runs/{run_id}/cancel.",
+        run_id=run_id,
+    )
+
+
+def outcome_result(
+    name: str, output_schema: dict[str, Any] | None, outcome: RunOutcome
+) -> types.CallToolResult:
+    """A workflow run's outcome as a tool result: its exit value, or why it has none."""
     if outcome.status in Run.ACTIVE:
-        return _error(
-            f"Workflow {tool.name!r} is still {outcome.status} after "
-            f"{settings.GRAPHS_RUN_WAIT_SECONDS:g} s (run {outcome.run_id}); it goes on in the "
-            "background, so do not call it again for the same work. Its outcome will be in "
-            f"the history as run {outcome.run_id}; cancel it with "
-            f"POST /api/v1/runs/{outcome.run_id}/cancel.",
-            run_id=outcome.run_id,
-        )
+        return still_going(name, outcome.run_id, outcome.status)
     if not outcome.succeeded:
         where = f" at node {outcome.error_node_id!r}" if outcome.error_node_id else ""
-        return _error(
-            f"Workflow {tool.name!r} {outcome.status}{where}: {outcome.error} "
-            f"(run {outcome.run_id}).",
+        return error_result(
+            f"Workflow {name!r} {outcome.status}{where}: {outcome.error} (run {outcome.run_id}).",
             run_id=outcome.run_id,
         )
     value = outcome.result
-    structured = structured_result(value, tool.output_schema)
+    structured = structured_result(value, output_schema)
     if structured is not None:
         problem = next(
             iter(
-                jsonschema.validators.validator_for(tool.output_schema)(
-                    tool.output_schema
-                ).iter_errors(structured)
+                jsonschema.validators.validator_for(output_schema)(output_schema).iter_errors(
+                    structured
+                )
             ),
             None,
         )
         if problem is not None:
-            return _error(
-                f"Workflow {tool.name!r} returned a value that does not match its outputSchema "
+            return error_result(
+                f"Workflow {name!r} returned a value that does not match its outputSchema "
                 f"({problem.message}); fix the exit's input or the schema (run {outcome.run_id})."
             )
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
