@@ -2,7 +2,7 @@
 concurrency 8, and bench/queued.py's 40 workflow calls per mode at concurrency 8, against the
 documented production start (bench/cluster.py: two web instances in queued mode, two Celery
 workers) on a PostgreSQL database of its own (`<DATABASE_URL's name>_load`) and Redis
-databases 10 (cache) and 11 (broker). The full runs are commands: docs/benchmarks.md."""
+databases 9 (cache) and 14 (broker). The full runs are commands: docs/benchmarks.md."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from tests.e2e.conftest import _database_url
 
 pytestmark = pytest.mark.slow
 
-CACHE_DATABASE = 10
-BROKER_DATABASE = 11
+CACHE_DATABASE = 9
+BROKER_DATABASE = 14
 
 
 @dataclass(frozen=True)
