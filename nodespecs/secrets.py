@@ -10,8 +10,8 @@ separated): the first encrypts, every key decrypts, so rotation is "put the new 
 run `manage.py rotate_secrets`, then drop the old key". Keys derived from `SECRET_KEY` (and
 its fallbacks) always decrypt too, and encrypt when no key is configured: the embedded
 default works with no setup, and values written before a key was configured stay readable
-until `rotate_secrets` re-encrypts them. `check` warns about the derived key; `check
---deploy` refuses it.
+until `rotate_secrets` re-encrypts them. `check --deploy` warns about the derived key in
+local development and refuses it in production.
 
 A value that no key decrypts loads as `UnreadableSecrets`: the row still loads (lists and
 pages work), and any use of the value raises `SecretsUnreadable` naming the object and what
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
@@ -37,6 +37,20 @@ GENERATE_KEY = (
     'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
 )
 _DERIVATION_SALT = "switchyard.nodespecs.secrets"
+REDACTED = "[redacted]"
+# Shorter values ("1", "yes") would blank ordinary words out of messages, and give away little.
+_REDACT_MIN_LENGTH = 4
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """`text` with every secret of 4 characters or more replaced by `[redacted]`: for what a
+    downstream server says (its stderr, its error messages) before it reaches our messages
+    and logs. Longest first, so a secret that contains another is replaced whole."""
+    longest_first = sorted(set(secrets), key=len, reverse=True)
+    for secret in longest_first:
+        if len(secret) >= _REDACT_MIN_LENGTH:
+            text = text.replace(secret, REDACTED)
+    return text
 
 
 class SecretsUnreadable(Exception):
@@ -156,7 +170,9 @@ class EncryptedJSONField(models.TextField):
         return forms.JSONField(**{"required": not self.blank, **kwargs})
 
 
-@checks.register(checks.Tags.security)
+# Deploy checks only: the derived key is the embedded default's design, and a warning on every
+# `manage.py` command of a local start would teach people to skip warnings.
+@checks.register(checks.Tags.security, deploy=True)
 def check_secrets_key(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Warn when provider secrets are encrypted with the key derived from SECRET_KEY."""
     if not uses_derived_key() or not settings.DEBUG:
