@@ -226,7 +226,7 @@ class Cluster:
             )  # fmt: skip
         self.processes.append(Process(label, popen, log))
 
-    def _wait(self, process: Process, deadline: float, ready) -> None:
+    def _wait(self, process: Process, deadline: float, ready: Callable[[], bool]) -> None:
         while not ready():
             if process.popen.poll() is not None:
                 raise RuntimeError(

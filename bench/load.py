@@ -6,13 +6,14 @@
         [--database-url ...] [--redis-url ...] [--broker-url ...] [--markdown]
 
 Starts the documented production start on loopback (bench/cluster.py): two web instances in
-EXECUTION_MODE=queued and two Celery workers, on PostgreSQL and Redis. Then `--concurrency`
-clients send requests for `--duration` seconds (or until `--max-requests`), each to the web
-instances in turn, as JSON-RPC POSTs to /mcp in the 2026-07-28 revision with an API key:
-knowledge calls (`tools/list` and `tools/call` of `get_node_types`, `get_node_details`,
-`search_nodes`, in equal shares) and, with probability `--workflow-share`, a workflow call
-(`sum_to_n` of bench/graph_files/loop.yaml, 2n+3 node executions). Every answer is checked
-for its content; anything else is an error, printed once per distinct message with its count.
+EXECUTION_MODE=queued, two Celery workers and beat (the reaper), on PostgreSQL and Redis.
+Then `--concurrency` clients send requests for `--duration` seconds (or until
+`--max-requests`), each to the web instances in turn, as JSON-RPC POSTs to /mcp in the
+2026-07-28 revision with an API key: knowledge calls (`tools/list` and `tools/call` of
+`get_node_types`, `get_node_details`, `search_nodes`, in equal shares) and, with probability
+`--workflow-share`, a workflow call (`sum_to_n` of bench/graph_files/loop.yaml, 2n+3 node
+executions). Every answer is checked for its content; anything else is an error, printed
+once per distinct message with its count.
 `--warmup` seconds of the same traffic come first (their errors and runs count, their
 latencies do not).
 
@@ -35,6 +36,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -159,7 +161,7 @@ async def run_load(
     result = LoadResult()
     agent = Agent(key, concurrency)
 
-    def sender(phase: str):
+    def sender(phase: str) -> Callable[[int], Awaitable[Sample]]:
         async def send(index: int) -> Sample:
             url = cluster.urls[index % len(cluster.urls)]
             request_id = f"{tag}-{phase}-{index}"
@@ -265,7 +267,9 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="bench-load-"))
     with keep_logs_on_failure(workdir):
         key = prepare(services, [GRAPH_FILE])
-        with Cluster(services, workdir, webs=2, workers=2, mode="queued", name="load") as cluster:
+        with Cluster(
+            services, workdir, webs=2, workers=2, beat=True, mode="queued", name="load"
+        ) as cluster:
             result = asyncio.run(
                 run_load(
                     cluster, key, services.database_url,

@@ -1,7 +1,7 @@
 """The load benchmarks in their short form, for CI: bench/load.py's mixed traffic for 10 s at
 concurrency 8, and bench/queued.py's 40 workflow calls per mode at concurrency 8, against the
 documented production start (bench/cluster.py: two web instances in queued mode, two Celery
-workers) on a PostgreSQL database of its own (`<DATABASE_URL's name>_load`) and Redis
+workers, beat) on a PostgreSQL database of its own (`<DATABASE_URL's name>_load`) and Redis
 databases 9 (cache) and 14 (broker). The full runs are commands: docs/benchmarks.md."""
 
 from __future__ import annotations
@@ -61,7 +61,9 @@ def production(tmp_path_factory) -> Iterator[Production]:
         _database_url(tmp, "load"), f"{server}/{CACHE_DATABASE}", f"{server}/{BROKER_DATABASE}"
     )
     key = prepare(services, [GRAPH_FILE])
-    with Cluster(services, tmp, webs=2, workers=2, mode="queued", name="load") as cluster:
+    with Cluster(
+        services, tmp, webs=2, workers=2, beat=True, mode="queued", name="load"
+    ) as cluster:
         yield Production(services, key, cluster)
 
 
@@ -83,7 +85,7 @@ def test_ten_seconds_of_mixed_traffic_have_no_error_and_lose_no_run(production):
     assert result.history.calls > 0
     assert result.history.ok, summary
     assert result.history.complete == result.history.runs == result.history.calls
-    processes = {"web-1", "web-2", "worker-1", "worker-2"}
+    processes = {"web-1", "web-2", "worker-1", "worker-2", "beat"}
     assert set(result.rss_start) == set(result.rss_end) == processes
     assert all(result.rss_start.values())
     assert all(result.rss_end.values())
