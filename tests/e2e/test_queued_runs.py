@@ -1,6 +1,7 @@
 """Execution modes on real processes: a web server in queued mode with a Celery worker and
-beat on the local Redis (database 13), and a web server in direct mode, sharing one database.
-Driven by the official `mcp` client; the run rows are read straight from the database."""
+beat on the local Redis (database 13, or QUEUED_TESTS_BROKER), and a web server in direct
+mode, sharing one database. Driven by the official `mcp` client; the run rows are read
+straight from the database."""
 
 from __future__ import annotations
 
@@ -27,15 +28,28 @@ from tests.peers import ECHO_SERVER
 
 pytestmark = pytest.mark.slow
 
-BROKER = "redis://127.0.0.1:6379/13"
-# Short intervals so that a lost worker is reaped within seconds.
+BROKER = os.environ.get("QUEUED_TESTS_BROKER", "redis://127.0.0.1:6379/13")
+# Short intervals so that a lost worker is reaped, and a lost message sent again, within seconds.
 SETTINGS = {
     "CELERY_BROKER_URL": BROKER,
     "GRAPHS_RUN_WAIT_SECONDS": "6",
     "GRAPHS_HEARTBEAT_SECONDS": "0.3",
     "GRAPHS_RUN_STALE_SECONDS": "3",
     "GRAPHS_REAP_INTERVAL_SECONDS": "1",
+    "GRAPHS_QUEUED_STALE_SECONDS": "4",
+    "GRAPHS_QUEUED_RESENDS": "1",
+    "GRAPHS_RUN_RETRIES": "1",
 }
+NAP_TWICE = """
+    inputSchema: {type: object, properties: {seconds: {type: number}}}
+    nodes:
+      - {id: entry, type: entry, next: nap1}
+      - {id: nap1, type: mcp, server: echo, tool: sleep, args: {seconds: "$.entry.seconds"},
+          next: nap2}
+      - {id: nap2, type: mcp, server: echo, tool: sleep, args: {seconds: "$.entry.seconds"},
+          next: exit}
+      - {id: exit, type: exit}
+"""
 
 GRAPH = """
 version: "1.0"
@@ -56,15 +70,9 @@ tools:
           transform: {{expr: '$uppercase($type($.say) = "string" ? $.say : $.say.result)'}}}}
       - {{id: exit, type: exit}}
   - name: nap_twice
-    description: Sleeps twice on the echo server.
-    inputSchema: {{type: object, properties: {{seconds: {{type: number}}}}}}
-    nodes:
-      - {{id: entry, type: entry, next: nap1}}
-      - {{id: nap1, type: mcp, server: echo, tool: sleep, args: {{seconds: "$.entry.seconds"}},
-          next: nap2}}
-      - {{id: nap2, type: mcp, server: echo, tool: sleep, args: {{seconds: "$.entry.seconds"}},
-          next: exit}}
-      - {{id: exit, type: exit}}
+    description: Sleeps twice on the echo server.{nap_twice}
+  - name: nap_retried
+    description: Sleeps twice on the echo server; safe to retry.{nap_twice}
 """
 
 
@@ -121,7 +129,11 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
     (tmp / "direct").mkdir()
     graph = tmp / "queued.yaml"
     graph.write_text(
-        GRAPH.format(python=json.dumps(sys.executable), server=json.dumps(str(ECHO_SERVER)))
+        GRAPH.format(
+            python=json.dumps(sys.executable),
+            server=json.dumps(str(ECHO_SERVER)),
+            nap_twice=NAP_TWICE.rstrip(),
+        )
     )
     database_url = _database_url(tmp, "queued")
     common = {**SETTINGS, "DATABASE_URL": database_url}
@@ -130,6 +142,12 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
             contextmanager(start_server)(tmp / "queued", EXECUTION_MODE="queued", **common)
         )
         _manage(queued.env, "import_graph", str(graph))
+        _execute(
+            database_url,
+            "UPDATE graphs_workflow SET retry_on_worker_loss = %s WHERE name = %s",
+            True,
+            "nap_retried",
+        )
         worker_args = ["worker", "--concurrency", "1", "--hostname", "queued-tests@%h",
                        "--without-gossip", "--without-mingle"]  # fmt: skip
         worker = stack.enter_context(
@@ -154,6 +172,18 @@ def _query(database_url: str, sql: str, *params: Any) -> list[tuple]:
 
     with psycopg.connect(database_url) as connection:
         return connection.execute(sql, params).fetchall()
+
+
+def _execute(database_url: str, sql: str, *params: Any) -> None:
+    """Change rows of the servers' database (`%s` placeholders)."""
+    if database_url.startswith("sqlite"):
+        with sqlite3.connect(database_url.removeprefix("sqlite:///")) as connection:
+            connection.execute(sql.replace("%s", "?"), params)
+        return
+    import psycopg
+
+    with psycopg.connect(database_url) as connection:
+        connection.execute(sql, params)
 
 
 def run_row(stack: Stack, run_id: int) -> dict[str, Any]:
@@ -349,3 +379,122 @@ def test_the_rest_api_cancels_a_queued_run_and_a_running_one(stack):
     record = run_row(stack, running_id)
     assert record["status"] == "cancelled"
     assert record["nodes"] == [("entry", "succeeded"), ("nap1", "succeeded")]
+
+
+def test_a_run_whose_worker_died_is_retried_under_its_id_and_its_caller_gets_the_outcome(
+    stack, tmp_path
+):
+    """`nap_retried` is marked safe to retry: the reaper queues it again; a second worker
+    runs it to the end; the client waiting on the run's id gets that outcome."""
+    before = latest_run(stack, "nap_retried") or 0
+    settings = {**SETTINGS, "GRAPHS_RUN_WAIT_SECONDS": "60"}  # long enough for both attempts
+    with ExitStack() as processes:
+        patient = processes.enter_context(
+            contextmanager(start_server)(
+                tmp_path, EXECUTION_MODE="queued", DATABASE_URL=stack.database_url, **settings
+            )
+        )
+        worker_args = ["worker", "--concurrency", "1", "--hostname", "queued-tests-b@%h",
+                       "--without-gossip", "--without-mingle"]  # fmt: skip
+        processes.enter_context(
+            _running(_celery(patient.env, tmp_path / "worker-b.log", *worker_args, ready="ready."))
+        )
+
+        def nap1_running() -> int | None:
+            run_id = latest_run(stack, "nap_retried")
+            if run_id is None or run_id == before:
+                return None
+            return run_id if ("nap1", "running") in run_row(stack, run_id)["nodes"] else None
+
+        async def scenario():
+            results = []
+
+            async def call() -> None:
+                results.append(await _call(patient, "nap_retried", {"seconds": 1}))
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(call)
+                run_id = await anyio.to_thread.run_sync(
+                    wait_for, nap1_running, 30, "nap1 did not start"
+                )
+                killed = run_row(stack, run_id)["worker"]
+                os.kill(int(killed.rsplit(":", 1)[1]), signal.SIGKILL)
+            return run_id, killed, results[0]
+
+        run_id, killed, result = run(scenario)
+
+    # The caller waited on the run's id through both attempts and got the retry's outcome.
+    assert not result.is_error, result.content
+    assert result.meta["io.switchyard/runId"] == run_id
+    record = run_row(stack, run_id)
+    assert record["status"] == "succeeded"
+    assert record["worker"] != killed
+    assert record["nodes"] == [
+        ("entry", "succeeded"),
+        ("nap1", "succeeded"),
+        ("nap2", "succeeded"),
+        ("exit", "succeeded"),
+    ]
+    [(retries, notes)] = _query(
+        stack.database_url, "SELECT retries, reaper_notes FROM graphs_run WHERE id = %s", run_id
+    )
+    assert retries == 1
+    assert f"({killed}) stopped: no heartbeat" in notes
+    # The lost attempt keeps its history as a failed run of its own, pointing at the run.
+    [(attempt_id, error)] = _query(
+        stack.database_url, "SELECT id, error FROM graphs_run WHERE attempt_of_id = %s", run_id
+    )
+    attempt = run_row(stack, attempt_id)
+    assert attempt["status"] == "failed"
+    assert attempt["node"] == "nap1"
+    assert attempt["worker"] == killed
+    assert attempt["nodes"] == [("entry", "succeeded"), ("nap1", "failed")]
+    assert error.startswith(f"Attempt 1 of run {run_id}. The process running this run")
+    assert f"the lost attempt is run {attempt_id}" in notes
+
+
+def _lost_run(stack: Stack, **fields: int) -> int:
+    """A run recorded as queued whose message never reached the broker, as after a broker
+    restart that lost its queue; `fields` are set on the run as it is recorded."""
+    code = (
+        "from graphs.runs import run_create; from graphs.models import Run; "
+        "run = run_create(name='shout', arguments={'value': 'lost'}); "
+        f"Run.objects.filter(pk=run.pk).update(status='queued', **{fields!r}); print(run.pk)"
+    )
+    return int(_manage(stack.queued.env, "shell", "--no-imports", "-c", code).strip())
+
+
+def test_a_queued_run_whose_message_was_lost_is_sent_again_then_failed_if_lost_again(stack):
+    recorded = time.monotonic()
+    resent = _lost_run(stack)
+    spent = _lost_run(stack, resends=1)
+
+    # No worker hears of either; beat's reaper finds them queued past 4 s. The first is sent
+    # again and runs; the second was sent again already (GRAPHS_QUEUED_RESENDS=1): failed.
+    record = wait_for(
+        lambda: (row := run_row(stack, resent))["status"] == "succeeded" and row,
+        20,
+        "the lost run was not sent again",
+    )
+    assert time.monotonic() - recorded >= 3.5
+    assert record["nodes"] == [
+        ("entry", "succeeded"),
+        ("say", "succeeded"),
+        ("loud", "succeeded"),
+        ("exit", "succeeded"),
+    ]
+    [(resends, notes)] = _query(
+        stack.database_url, "SELECT resends, reaper_notes FROM graphs_run WHERE id = %s", resent
+    )
+    assert resends == 1
+    assert "no worker started it within 4 s" in notes
+    assert "sent again (1 of 1)" in notes
+    failed = wait_for(
+        lambda: (row := run_row(stack, spent))["status"] != "queued" and row,
+        20,
+        "the run lost twice was not failed",
+    )
+    assert failed["status"] == "failed"
+    assert failed["error"].startswith("Never started: no worker started it within 4 s")
+    assert "check that the broker at CELERY_BROKER_URL keeps its messages" in failed["error"]
+    assert failed["nodes"] == []
