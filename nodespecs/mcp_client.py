@@ -118,6 +118,15 @@ class Connection:
             return f"MCP server {self.name!r} (stdio: {command_line})"
         return f"MCP server {self.name!r} ({self.transport} {self.url})"
 
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """The values kept out of what the server says when it reaches our messages and logs:
+        every env and header value, and a header's credentials on their own (the `X` of
+        `Authorization: Bearer X`), which a server may echo without the scheme."""
+        values = [value for _, value in (*self.env, *self.headers)]
+        credentials = [value.split()[-1] for _, value in self.headers if len(value.split()) > 1]
+        return (*values, *credentials)
+
 
 class _Live:
     """One session with one server: a task on the pool's loop that holds the client open.
@@ -128,7 +137,7 @@ class _Live:
     def __init__(self, pool: _Pool, connection: Connection) -> None:
         self.pool = pool
         self.connection = connection
-        self.diagnostics = Diagnostics()
+        self.diagnostics = Diagnostics(connection.secrets)
         self.client: Client | None = None
         self.error: DownstreamError | None = None
         self.stopped = False

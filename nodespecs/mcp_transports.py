@@ -4,7 +4,9 @@ Used by `nodespecs.mcp_client` only. A transport here is the SDK's own (`stdio_c
 `streamable_http_client`, `sse_client`) wrapped so that a failure can be explained:
 a stdio server's stderr is kept (the last few KiB) and its exit status recorded, an HTTP
 server's last error status is remembered, and the end of the server's message stream is
-noticed so the pool can restart a dead server before sending it anything.
+noticed so the pool can restart a dead server before sending it anything. What the server
+says is redacted (`nodespecs.secrets.redact`) of the connection's secrets before it enters a
+message or a log line: a server may print its own token, or echo the Authorization header.
 
 A stdio server gets the SDK's safe environment (PATH, HOME...), this process's
 `npm_config_*` variables and the connection's own `env`, nothing else of ours.
@@ -29,6 +31,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED
+
+from nodespecs.secrets import redact
 
 if TYPE_CHECKING:
     from nodespecs.mcp_client import Connection
@@ -61,21 +65,39 @@ _HTTP_READ_TIMEOUT = 300.0
 
 
 class StderrTail(asyncio.Protocol):
-    """Reads a stdio server's stderr pipe, keeping the end of it for error messages."""
+    """Reads a stdio server's stderr pipe, keeping the end of it for error messages and
+    logging it line by line, both with `secrets` redacted."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, secrets: tuple[str, ...] = ()) -> None:
         self._name = name
+        self._secrets = secrets
         self._data = bytearray()
+        # Whether the start of `_data` was dropped: its first line is then a fragment.
+        self._trimmed = False
+        # The start of a line not logged yet: a secret may arrive split between reads.
+        self._unlogged = b""
         self.closed = asyncio.Event()
 
     def data_received(self, data: bytes) -> None:
         self._data += data
-        del self._data[: max(0, len(self._data) - _STDERR_KEEP_BYTES)]
-        for line in data.decode("utf-8", "replace").splitlines():
-            logger.debug("%s stderr: %s", self._name, line)
+        if len(self._data) > _STDERR_KEEP_BYTES:
+            del self._data[: len(self._data) - _STDERR_KEEP_BYTES]
+            self._trimmed = True
+        *lines, self._unlogged = (self._unlogged + data).split(b"\n")
+        if len(self._unlogged) > _STDERR_KEEP_BYTES:
+            lines.append(self._unlogged)
+            self._unlogged = b""
+        self._log(lines)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._log([self._unlogged])
         self.closed.set()
+
+    def _log(self, lines: list[bytes]) -> None:
+        for line in lines:
+            text = line.decode("utf-8", "replace").rstrip()
+            if text:
+                logger.debug("%s stderr: %s", self._name, redact(text, self._secrets))
 
     def exit_code(self) -> int | None:
         for line in reversed(self._lines()):
@@ -90,14 +112,18 @@ class StderrTail(asyncio.Protocol):
         return "its last stderr lines: " + " | ".join(lines[-_STDERR_QUOTE_LINES:])
 
     def _lines(self) -> list[str]:
-        text = self._data.decode("utf-8", "replace")
-        return [line.strip() for line in text.splitlines() if line.strip()]
+        lines = redact(self._data.decode("utf-8", "replace"), self._secrets).splitlines()
+        # A line cut by the trimming may hold the end of a secret, which no longer matches.
+        kept = lines[1:] if self._trimmed else lines
+        return [line.strip() for line in kept if line.strip()]
 
 
 class Diagnostics:
-    """What one live connection's transport saw, to explain its failures."""
+    """What one live connection's transport saw, to explain its failures; what the server
+    said is kept with `secrets` (the connection's) redacted."""
 
-    def __init__(self) -> None:
+    def __init__(self, secrets: tuple[str, ...] = ()) -> None:
+        self.secrets = secrets
         self.stderr: StderrTail | None = None
         # The last HTTP error answer (status, reason), cleared by a successful answer.
         self.http_error: tuple[int, str] | None = None
@@ -107,9 +133,13 @@ class Diagnostics:
         self.unreadable = 0
         self.last_unreadable = ""
 
+    def redact(self, text: str) -> str:
+        """`text` (something the server said) without the connection's secrets."""
+        return redact(text, self.secrets)
+
     def note_unreadable(self, error: Exception) -> None:
         self.unreadable += 1
-        text = " ".join(str(error).split())
+        text = self.redact(" ".join(str(error).split()))
         self.last_unreadable = text if len(text) <= 300 else text[:297] + "..."
 
     def oddities(self) -> str:
@@ -209,7 +239,7 @@ async def _stdio(connection: Connection, diagnostics: Diagnostics) -> AsyncItera
         cwd=connection.cwd or None,
     )
     read_fd, write_fd = os.pipe()
-    diagnostics.stderr = StderrTail(connection.name)
+    diagnostics.stderr = StderrTail(connection.name, diagnostics.secrets)
     pipe, _ = await asyncio.get_running_loop().connect_read_pipe(
         lambda: diagnostics.stderr, os.fdopen(read_fd, "rb", buffering=0)
     )
@@ -233,7 +263,9 @@ def _http_client(connection: Connection, diagnostics: Diagnostics, **kwargs: Any
 
     async def note_status(response: httpx2.Response) -> None:
         diagnostics.http_error = (
-            (response.status_code, response.reason_phrase) if response.status_code >= 400 else None
+            (response.status_code, diagnostics.redact(response.reason_phrase))
+            if response.status_code >= 400
+            else None
         )
 
     return httpx2.AsyncClient(
@@ -339,7 +371,9 @@ async def explain(
     exc: BaseException, connection: Connection, diagnostics: Diagnostics, *, during: str
 ) -> DownstreamError:
     """Turn whatever the SDK or a transport raised into a DownstreamError that says what
-    went wrong and what to check. `during` says when, e.g. "while starting"."""
+    went wrong and what to check. `during` says when, e.g. "while starting". What the server
+    or the transport said is quoted with the connection's secrets redacted."""
+    said = diagnostics.redact
     leaves = [
         leaf for leaf in _leaves(exc) if not isinstance(leaf, anyio.get_cancelled_exc_class())
     ]
@@ -353,7 +387,7 @@ async def explain(
         return DownstreamError(_http_problem(where, *diagnostics.http_error, during=during))
     if isinstance(leaf, MCPError):
         return DownstreamError(
-            f"{where} answered with error {leaf.code} {during}: {leaf.error.message}"
+            f"{where} answered with error {leaf.code} {during}: {said(leaf.error.message)}"
         )
     if isinstance(leaf, pydantic.ValidationError):
         problems = "; ".join(
@@ -361,21 +395,23 @@ async def explain(
             for error in leaf.errors()[:3]
         )
         return DownstreamError(
-            f"{where} sent an answer that is not valid MCP {during} ({problems}); the server "
+            f"{where} sent an answer that is not valid MCP {during} ({said(problems)}); the server "
             "does not follow the protocol: check its version, or report it to its authors."
         )
     if isinstance(leaf, httpx2.HTTPStatusError):
         response = leaf.response
         return DownstreamError(
-            _http_problem(where, response.status_code, response.reason_phrase, during=during)
+            _http_problem(where, response.status_code, said(response.reason_phrase), during=during)
         )
     if isinstance(leaf, httpx2.TimeoutException):
-        return DownstreamTimeout(f"{where} did not answer over HTTP {during} in time ({leaf}).")
+        return DownstreamTimeout(
+            f"{where} did not answer over HTTP {during} in time ({said(str(leaf))})."
+        )
     if isinstance(leaf, httpx2.TransportError):
         return DownstreamError(
-            f"{where} cannot be reached {during}: {_network_reason(leaf)}. "
+            f"{where} cannot be reached {during}: {said(_network_reason(leaf))}. "
             "Check that the server is running and that the provider's URL is right."
         )
     if isinstance(leaf, OSError):
-        return DownstreamError(f"{where} cannot start: {leaf}.")
-    return DownstreamError(f"{where} failed {during}: {type(leaf).__name__}: {leaf}")
+        return DownstreamError(f"{where} cannot start: {said(str(leaf))}.")
+    return DownstreamError(f"{where} failed {during}: {type(leaf).__name__}: {said(str(leaf))}")

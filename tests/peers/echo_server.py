@@ -29,6 +29,12 @@ at /sse instead). `--require-token TOKEN` then answers 401 to a request without
 Environment: `ECHO_SERVER_TOOLS` (comma-separated names) limits the tools it offers, so a
 test can make a tool disappear; `ECHO_SERVER_PAGE_SIZE` lists tools that many per page,
 with cursors.
+
+Leaking secrets, for the redaction tests: with `ECHO_SERVER_LEAK_ENV=NAME` the server writes
+the value of the variable NAME to stderr, as a server whose credentials were refused might,
+and exits with code 1 before answering anything. `--reject-authorization STATUS` (with
+`--http`) answers every POST with that HTTP status and a JSON-RPC error that quotes the
+request's Authorization header, as a careless gateway does.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 CRASH_EXIT_CODE = 3
+LEAK_EXIT_CODE = 1
 
 
 class Sum(TypedDict):
@@ -210,12 +217,48 @@ def _http_faults(app: Any) -> Any:
     return faulty
 
 
+def _reject_authorization(status: int) -> Any:
+    """An ASGI app that answers every POST with `status` and a JSON-RPC error quoting the
+    request's Authorization header."""
+
+    async def reject(scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body, more = body + message.get("body", b""), message.get("more_body", False)
+        try:
+            request_id = json.loads(body).get("id")
+        except (ValueError, AttributeError):
+            request_id = None
+        header = dict(scope["headers"]).get(b"authorization", b"").decode()
+        error = {"code": -32001, "message": f"Authorization: {header} is not a valid credential"}
+        answer = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
+        headers = [(b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": answer})
+
+    return reject
+
+
+def _leak_env_and_exit(name: str) -> None:
+    sys.stderr.write(f"echo_server: the upstream API refused the token {os.environ.get(name)}\n")
+    sys.stderr.flush()
+    os._exit(LEAK_EXIT_CODE)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--http", type=int, metavar="PORT", help="serve Streamable HTTP")
     parser.add_argument("--sse", action="store_true", help="with --http: serve SSE instead")
     parser.add_argument("--require-token", metavar="TOKEN", help="with --http: demand a token")
+    parser.add_argument(
+        "--reject-authorization", type=int, metavar="STATUS", help="with --http: see above"
+    )
     options = parser.parse_args()
+    if os.environ.get("ECHO_SERVER_LEAK_ENV"):
+        _leak_env_and_exit(os.environ["ECHO_SERVER_LEAK_ENV"])
     server = build_server()
     if options.http is None:
         global _wire_fd
@@ -227,6 +270,8 @@ def main() -> None:
     app = _http_faults(server.sse_app() if options.sse else server.streamable_http_app())
     if options.require_token:
         app = _require_token(app, options.require_token)
+    if options.reject_authorization:
+        app = _reject_authorization(options.reject_authorization)
     uvicorn.run(app, host="127.0.0.1", port=options.http, log_level="warning")
 
 
