@@ -2,9 +2,10 @@
 
     services = Services(database_url, redis_url, broker_url)
     key = prepare(services, graph_files)      # the release step, the catalog, graphs, a key
-    with Cluster(services, webs=2, workers=2, mode="queued", workdir=tmp) as cluster:
+    with Cluster(services, tmp, webs=2, workers=2, beat=True, mode="queued") as cluster:
         cluster.urls                          # one per web instance
-        cluster.rss_kib()                     # {"web-1": ..., "worker-1": ...}
+        cluster.rss_kib()                     # {"web-1": ..., "worker-1": ..., "beat": ...}
+        cluster.cpu_seconds()                 # the same labels, CPU time used so far
 
 Each web instance is `uvicorn config.asgi:application --host 127.0.0.1 --port P
 --no-access-log` (the Procfile's command on its own port), each worker `celery -A config
@@ -39,7 +40,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-# One key for every process of this benchmark: API keys and sessions are signed with it.
+# One SECRET_KEY for every process of a benchmark, as in one deployment (sessions made by one
+# instance are read by the other).
 _SECRET_KEY = secrets.token_urlsafe(50)
 _PR_SET_PDEATHSIG = 1
 _START_SECONDS = 60.0
@@ -166,7 +168,6 @@ class Cluster:
     workers: int = 2
     mode: str = "queued"
     beat: bool = False
-    worker_concurrency: int | None = None  # None: the Procfile's default, one per core
     name: str = "bench"
     urls: list[str] = field(default_factory=list)
     processes: list[Process] = field(default_factory=list)
@@ -195,13 +196,11 @@ class Cluster:
                 "--host", "127.0.0.1", "--port", str(port), "--no-access-log",
             )  # fmt: skip
         for index in range(1, self.workers + 1):
-            concurrency = (
-                ["--concurrency", str(self.worker_concurrency)] if self.worker_concurrency else []
-            )
+            # The Procfile's worker: one pool process per core.
             self._spawn(
                 f"worker-{index}", env,
                 str(BIN / "celery"), "-A", "config", "worker", "--loglevel", "INFO",
-                "--hostname", f"{self.name}-{index}@%h", *concurrency,
+                "--hostname", f"{self.name}-{index}@%h",
             )  # fmt: skip
         if self.beat:
             schedule = self.workdir / f"{self.name}-celerybeat-schedule"
