@@ -70,9 +70,7 @@ def nodes(run: Run) -> list[tuple[str, str]]:
 # ------------------------------------------------------------------ queued, never started
 
 
-def test_a_queued_run_no_worker_started_is_sent_again_and_then_runs(
-    loops, settings, eager_workers
-):
+def test_a_queued_run_no_worker_started_is_sent_again_and_then_runs(loops, settings, eager_workers):
     settings.GRAPHS_QUEUED_STALE_SECONDS = 300
     settings.GRAPHS_QUEUED_RESENDS = 2
     lost = queued_run(age=301)
@@ -188,9 +186,7 @@ def test_a_lost_run_of_a_retryable_workflow_runs_again_under_its_id(retried, eag
 def test_a_lost_run_that_may_not_be_retried_is_failed_saying_why(
     retried, settings, change, expected
 ):
-    Workflow.objects.filter(name="sum_to").update(
-        retry_on_worker_loss=change.get("workflow", True)
-    )
+    Workflow.objects.filter(name="sum_to").update(retry_on_worker_loss=change.get("workflow", True))
     settings.EXECUTION_MODE = change.get("mode", "queued")
     run = lost_run(heartbeat_age=61, **change.get("run", {}))
 
