@@ -12,6 +12,7 @@ transport (`sse.py`) goes through the same steps.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import threading
 import time
@@ -22,6 +23,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
 from django.conf import settings
+from django.core.exceptions import SynchronousOnlyOperation
 from django.db import close_old_connections
 
 from graphs.toolset import refresh_workflow_tools
@@ -41,6 +43,10 @@ _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcp")
 _RUNS = ThreadPoolExecutor(max_workers=settings.GRAPHS_DIRECT_RUN_THREADS, thread_name_prefix="run")
 _RECYCLE_SECONDS = 30.0
 _local = threading.local()
+# Requests answered in the event loop run in this one context: Django keeps its cache
+# connections in context-local storage, and each request's own context would open (and
+# drop) a Redis connection per request.
+_LOOP_CONTEXT = contextvars.copy_context()
 # Answers to legacy SSE POSTs still being worked out after their 202 (kept from collection).
 _deliveries: set[asyncio.Task[None]] = set()
 Result = TypeVar("Result")
@@ -114,9 +120,28 @@ async def _run(
     """Call `handler(**arguments)`: in the event loop when it will make no query (the common
     case, a known key and fresh catalog, is pure computation: a thread hop would cost more
     than the work), else on a worker thread."""
-    if transport.answers_without_database(headers, body):
-        return handler(**arguments)
+    answer = _LOOP_CONTEXT.run(_in_loop, arguments, headers, body, handler)
+    if answer is not None:
+        return answer
     return await asyncio.get_running_loop().run_in_executor(_POOL, _work, arguments, handler)
+
+
+def _in_loop(
+    arguments: dict[str, Any],
+    headers: dict[str, str],
+    body: bytes | None,
+    handler: Callable[..., Result],
+) -> Result | None:
+    """The answer, when it can be made without a query; else None."""
+    if not transport.answers_without_database(headers, body):
+        return None
+    try:
+        return handler(**arguments)
+    except SynchronousOnlyOperation:
+        # The remembered key or a snapshot expired between the check and the answer (the loop
+        # was busy): the rest needs a query, so a thread does it all again. The rate limit
+        # may then count this request twice.
+        return None
 
 
 def _threads() -> calls.Threads:

@@ -129,12 +129,22 @@ def _progress(call: PendingCall, done: int, message: str) -> dict[str, Any]:
     }
 
 
+def _reporter(
+    call: PendingCall, post: Callable[[tuple[Any, ...]], None]
+) -> Callable[[int, str], None] | None:
+    """What reports finished nodes to the driver; None when the client asked for no
+    progress, so that a run does not wake the event loop (nor query, when queued) per node."""
+    if call.progress_token is None:
+        return None
+    return lambda done, message: post(("progress", done, message))
+
+
 def _direct(call: PendingCall, post: Callable[[tuple[Any, ...]], None]) -> None:
     """Execute the run in this thread (direct mode), posting what happens to the driver."""
     try:
         outcome = workflow_call(
             **call.run_call(),
-            progress=lambda done, message: post(("progress", done, message)),
+            progress=_reporter(call, post),
             started=lambda run_id: post(("status", run_id, Run.Status.RUNNING)),
         )
     except WorkflowCallError as exc:
@@ -160,9 +170,7 @@ async def _queued(call: PendingCall, post: Callable[[tuple[Any, ...]], None], th
     post(("status", run_id, Run.Status.QUEUED))
     reported, pause, status = 0, POLL_FIRST_SECONDS, Run.Status.QUEUED
 
-    def progress(done: int, message: str) -> None:
-        post(("progress", done, message))
-
+    progress = _reporter(call, post)
     while True:
         await asyncio.sleep(pause)
         outcome, reported = await threads.short(partial(run_check, run_id, reported, progress))
@@ -230,8 +238,7 @@ async def drive(call: PendingCall, threads: Threads) -> AsyncIterator[dict[str, 
                     )
                 return
             if kind == "progress":
-                if call.progress_token is not None:
-                    yield _progress(call, *data)
+                yield _progress(call, *data)
             elif kind == "status":
                 run_id, status = data
             elif kind == "refused":

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import json
 import time
 
-from mcp_endpoint import asgi
+import pytest
+from django.conf import settings
+
+from mcp_endpoint import asgi, keys, transport
 from nodespecs import registry, snapshots
-from tests.mcp_endpoint.helpers import CAPABILITIES_KEY, MODERN, VERSION_KEY
+from tests.mcp_endpoint.helpers import CAPABILITIES_KEY, MODERN, VERSION_KEY, make_key
 
 
 def tools_list_arguments(key: str) -> dict:
@@ -57,3 +62,58 @@ def test_the_host_check_follows_allowed_hosts(key, settings):
     assert asgi._work(arguments).status == 200
     settings.ALLOWED_HOSTS = ["localhost"]
     assert asgi._work(arguments).status == 400
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_key_forgotten_between_the_check_and_the_answer_is_answered_on_a_thread(monkeypatch):
+    """Under load the event loop can stall past a remembered key's expiry after the choice
+    to answer in the loop was made; the answer must still come (it once was a 500)."""
+    key = make_key()
+    arguments = tools_list_arguments(key)
+    assert asgi._work(arguments).status == 200  # key remembered, snapshots fresh
+    checked = transport.answers_without_database
+
+    def check_then_forget(headers, body):
+        in_loop = checked(headers, body)
+        keys._remembered.clear()
+        return in_loop
+
+    monkeypatch.setattr(transport, "answers_without_database", check_then_forget)
+    outbound = asyncio.run(
+        asgi._run(arguments, headers=arguments["headers"], body=arguments["body"])
+    )
+    assert outbound.status == 200, outbound.body
+    assert b'"tools"' in outbound.body
+
+
+@pytest.mark.skipif(not settings.REDIS_URL, reason="needs REDIS_URL (the cache on Redis)")
+def test_requests_answered_in_the_loop_share_their_redis_connections(key):
+    """Each request is its own asyncio task; Django keeps cache connections per context, so
+    answering in the request's own context opened a Redis connection per request."""
+    import redis
+
+    arguments = tools_list_arguments(key)
+    assert asgi._work(arguments).status == 200  # key remembered, snapshots fresh
+    server = redis.Redis.from_url(settings.REDIS_URL)
+
+    def connections() -> int:
+        return server.info("stats")["total_connections_received"]
+
+    async def twenty_requests() -> list[int]:
+        async def one() -> int:
+            outbound = await asgi._run(
+                arguments, headers=arguments["headers"], body=arguments["body"]
+            )
+            return outbound.status
+
+        return [await asyncio.ensure_future(one()) for _ in range(20)]
+
+    def serve() -> list[int]:
+        # As under uvicorn: the server's context has never touched the cache.
+        return contextvars.Context().run(asyncio.run, twenty_requests())
+
+    serve()  # the loop context's connection is made here
+    before = connections()
+    assert serve() == [200] * 20
+    # Other clients of the server may connect meanwhile; twenty would be one per request.
+    assert connections() - before < 5
