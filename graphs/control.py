@@ -28,7 +28,7 @@ from graphs import liveness
 from graphs.history import Progress
 from graphs.models import NodeExecution, Run
 from graphs.runs import RunOutcome, run_create, workflow_call
-from graphs.tasks import run_queued, task_id_of
+from graphs.tasks import run_queued, run_send, task_id_of
 
 logger = logging.getLogger(__name__)
 
@@ -97,13 +97,7 @@ def run_enqueue(
         version=version,
     )
     try:
-        # The arguments travel unmasked in the message: the run needs them (the history
-        # keeps the masked copy).
-        run_queued.apply_async(
-            args=[run.pk, arguments],
-            task_id=task_id_of(run.pk),
-            retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},
-        )
+        run_send(run.pk, arguments)
     except Exception as exc:  # kombu's errors differ by broker; all mean "not queued"
         logger.exception("Run %s could not be queued", run.pk)
         Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED).update(
