@@ -6,9 +6,11 @@ import asyncio
 import contextvars
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from django.conf import settings
+from django.db import connections
 
 from mcp_endpoint import asgi, keys, transport
 from nodespecs import registry, snapshots
@@ -79,9 +81,16 @@ def test_a_key_forgotten_between_the_check_and_the_answer_is_answered_on_a_threa
         return in_loop
 
     monkeypatch.setattr(transport, "answers_without_database", check_then_forget)
-    outbound = asyncio.run(
-        asgi._run(arguments, headers=arguments["headers"], body=arguments["body"])
-    )
+    # A pool of its own, so that its thread's database connection is closed afterwards.
+    pool = ThreadPoolExecutor(max_workers=1)
+    monkeypatch.setattr(asgi, "_POOL", pool)
+    try:
+        outbound = asyncio.run(
+            asgi._run(arguments, headers=arguments["headers"], body=arguments["body"])
+        )
+    finally:
+        pool.submit(connections.close_all).result()
+        pool.shutdown()
     assert outbound.status == 200, outbound.body
     assert b'"tools"' in outbound.body
 
