@@ -99,6 +99,21 @@ def descendants() -> set[int]:
     return found
 
 
+def server_processes() -> set[int]:
+    """This process's descendants that run the test peer (its `sh` wrappers included): other
+    suites in the same pytest process leave processes of their own (a browser that starts
+    and ends renderers), which are no fault's doing."""
+    peer = echo_server_command()[1].encode()
+    running = set()
+    for pid in descendants():
+        try:
+            if peer in Path(f"/proc/{pid}/cmdline").read_bytes():
+                running.add(pid)
+        except OSError:
+            continue  # it ended meanwhile
+    return running
+
+
 @dataclass(frozen=True)
 class Holdings:
     """What this process holds that a fault could leak."""
@@ -109,11 +124,23 @@ class Holdings:
 
     @classmethod
     def now(cls) -> Holdings:
-        return cls(len(descendants()), len(os.listdir("/proc/self/fd")), mcp_client.pool_size())
+        return cls(
+            len(server_processes()), len(os.listdir("/proc/self/fd")), mcp_client.pool_size()
+        )
+
+    def within(self, baseline: Holdings) -> bool:
+        """Nothing more than at `baseline` (a leak is more; what an earlier test was still
+        letting go of at the baseline may be gone since)."""
+        return (
+            self.processes <= baseline.processes
+            and self.files <= baseline.files
+            and self.sessions <= baseline.sessions
+        )
 
 
-def wait_until(condition, seconds: float = 15.0) -> None:
+def wait_until(condition, seconds: float = 15.0, describe=lambda: "") -> None:
+    """Wait for `condition`; on time out, fail with what `describe()` says of the state."""
     deadline = time.monotonic() + seconds
     while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
+        assert time.monotonic() < deadline, f"condition not met in time {describe()}"
         time.sleep(0.05)
