@@ -115,6 +115,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "graphs/run_detail.html",
         {
             "run": run,
+            # A run's count is written when it ends; until then, the rows so far.
+            "node_count": len(path) if in_progress else run.node_count,
             # draw_graph escapes every text it writes.
             "drawing": mark_safe(drawing),
             "failed_node": failed,

@@ -282,7 +282,9 @@ def test_a_running_run_refreshes_itself_until_it_ends(reviewer):
              "detail": {"server": "s", "tool": "t", "arguments": {}}},
         ],
     )  # fmt: skip
+    Run.objects.filter(pk=run.pk).update(node_count=0)  # written only when a run ends
     page = reviewer.get(detail_url(run)).content.decode()
+    assert "<dt>Node executions</dt><dd>2 so far</dd>" in page
     assert 'data-refresh-seconds="2"' in page
     assert '<script src="/static/graphs/refresh.js" defer></script>' in page
     assert "s.t" in page
