@@ -157,8 +157,9 @@ async def mcp_app(scope: Scope, receive: Receive, send: Send) -> None:
     """Serve one HTTP request to `/mcp`."""
     arguments = await _request(scope, receive)
     outbound = await _run(arguments, headers=arguments["headers"], body=arguments["body"])
-    threads = _threads()
-    if outbound.pending is not None and not outbound.pending.stream:
+    threads = None
+    if outbound.pending is not None:
+        threads = _threads()
         settled = await _until_disconnect(transport.settle(outbound, threads), receive)
         if settled is None:
             return  # the client left before its answer

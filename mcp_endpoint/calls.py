@@ -197,6 +197,24 @@ def _cancel_in_background(run_id: int) -> None:
     asyncio.get_running_loop().run_in_executor(None, cancel)
 
 
+async def _late_response(
+    call: PendingCall, run_id: int | None, status: str, task_due: bool, threads: Threads
+) -> dict[str, Any]:
+    """The response to a call whose run has not ended in time: a task handle when one is
+    due, else a result saying that the run goes on (or that it could not even start)."""
+    if run_id is None:
+        return _tool_response(
+            call,
+            workflows.error_result(
+                f"Workflow {call.tool.name!r} could not be started within "
+                f"{settings.GRAPHS_RUN_WAIT_SECONDS:g} s; the server is overloaded. Try again."
+            ),
+        )
+    if task_due:
+        return _response(call, await threads.short(partial(tasks.created, run_id, call.caller)))
+    return _tool_response(call, workflows.still_going(call.tool.name, run_id, status))
+
+
 async def drive(call: PendingCall, threads: Threads) -> AsyncIterator[dict[str, Any]]:
     """The messages to send for a call, in order: its notifications as they happen, then
     its response. Closing the iterator early (the client left) cancels the run when the
@@ -220,55 +238,34 @@ async def drive(call: PendingCall, threads: Threads) -> AsyncIterator[dict[str, 
     task_at = now + settings.MCP_TASK_AFTER_SECONDS if call.may_become_task else math.inf
     run_id: int | None = None
     status = Run.Status.QUEUED
-    answered = False
+    response: dict[str, Any] | None = None
     try:
-        while True:
+        while response is None:
             deadline = min(give_up_at, task_at if run_id is not None else math.inf)
             try:
                 kind, *data = await asyncio.wait_for(inbox.get(), max(deadline - loop.time(), 0))
             except TimeoutError:
-                if run_id is None:
-                    break  # not even recorded in time: say so below
-                answered = True
-                if loop.time() >= task_at:
-                    yield _response(call, await threads.short(partial(_task_created, run_id, call)))
-                else:
-                    yield _tool_response(
-                        call, workflows.still_going(call.tool.name, run_id, status)
-                    )
-                return
-            if kind == "progress":
-                yield _progress(call, *data)
-            elif kind == "status":
-                run_id, status = data
-            elif kind == "refused":
-                answered = True
-                yield _tool_response(call, workflows.error_result(data[0]))
-                return
+                task_due = loop.time() >= task_at
+                response = await _late_response(call, run_id, status, task_due, threads)
             else:
-                outcome: RunOutcome = data[0]
-                answered = True
-                yield _tool_response(
-                    call, workflows.outcome_result(call.tool.name, call.tool.output_schema, outcome)
-                )
-                return
-        answered = True
-        yield _tool_response(
-            call,
-            workflows.error_result(
-                f"Workflow {call.tool.name!r} could not be started within "
-                f"{settings.GRAPHS_RUN_WAIT_SECONDS:g} s; the server is overloaded. Try again."
-            ),
-        )
+                if kind == "progress":
+                    yield _progress(call, *data)
+                elif kind == "status":
+                    run_id, status = data
+                elif kind == "refused":
+                    response = _tool_response(call, workflows.error_result(data[0]))
+                else:
+                    outcome: RunOutcome = data[0]
+                    result = workflows.outcome_result(
+                        call.tool.name, call.tool.output_schema, outcome
+                    )
+                    response = _tool_response(call, result)
+        yield response
     finally:
         if settings.EXECUTION_MODE == "queued":
             producer.cancel()  # stop watching; the run goes on in its worker
-        if not answered and run_id is not None and call.cancel_on_disconnect:
+        if response is None and run_id is not None and call.cancel_on_disconnect:
             _cancel_in_background(run_id)
-
-
-def _task_created(run_id: int, call: PendingCall) -> dict[str, Any]:
-    return tasks.created(run_id, call.caller)
 
 
 async def settle(call: PendingCall, threads: Threads) -> dict[str, Any]:

@@ -249,22 +249,20 @@ def _handle_modern(inbound: Inbound, message: Any) -> Outbound:
             if mismatch is not None:
                 return _modern_error(request_id, mismatch.code, mismatch.message, mismatch.data)
     method, params = message["method"], message.get("params")
-    named = params.get("taskId") if isinstance(params, dict) else None
-    sent_name = inbound.headers.get("mcp-name")
-    if method in tasks.METHODS and sent_name is not None and sent_name != named:
-        return _modern_error(
-            request_id,
-            types.HEADER_MISMATCH,
-            f"The Mcp-Name header ({sent_name[:80]!r}) must equal params.taskId for {method}.",
-        )
+    if method in tasks.METHODS:
+        named = params.get("taskId") if isinstance(params, dict) else None
+        sent_name = inbound.headers.get("mcp-name")
+        if sent_name is not None and sent_name != named:
+            return _modern_error(
+                request_id,
+                types.HEADER_MISMATCH,
+                f"The Mcp-Name header ({sent_name[:80]!r}) must equal params.taskId for {method}.",
+            )
     if method == "subscriptions/listen":
         asked = (params or {}).get("notifications") if isinstance(params, dict) else None
         if isinstance(asked, dict) and asked.get("taskIds"):
-            capabilities = route.client_capabilities
             try:
-                tasks.require(
-                    capabilities if isinstance(capabilities, dict) else {}, "Task notifications"
-                )
+                tasks.require(route.client_capabilities, "Task notifications")
             except RpcError as exc:
                 return _modern_error(request_id, exc.code, exc.message, exc.data)
         if not _accepts(inbound.headers, SSE):

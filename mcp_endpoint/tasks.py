@@ -42,13 +42,13 @@ _STATUS = {
 }
 
 
-def declared(capabilities: dict[str, Any]) -> bool:
+def declared(capabilities: Any) -> bool:
     """Whether a request's client capabilities declare the tasks extension."""
-    extensions = capabilities.get("extensions")
+    extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
     return isinstance(extensions, dict) and EXTENSION in extensions
 
 
-def require(capabilities: dict[str, Any], what: str) -> None:
+def require(capabilities: Any, what: str) -> None:
     """Refuse `what` (a tasks method, or task notifications) to a client that did not
     declare the extension on this request, as the extension requires."""
     if not declared(capabilities):

@@ -140,18 +140,19 @@ def answers_without_database(headers: dict[str, str], body: bytes | None) -> boo
         (raw is None or is_remembered(raw))
         and not needs_database()
         and not toolset.needs_database()
-        and not _may_run_workflow(body)
+        and not _touches_runs(body)
     )
 
 
 _TOOL_NAME = re.compile(rb'"name"\s*:\s*"([^"]*)"')
 
 
-def _may_run_workflow(body: bytes | None) -> bool:
-    """Whether a body may be a `tools/call` of a workflow (which queries and calls out).
+def _touches_runs(body: bytes | None) -> bool:
+    """Whether a body may start, cancel or read a workflow run (a workflow's `tools/call`,
+    `notifications/cancelled`, a `tasks/*` request), all of which query the database.
     Errs towards yes: a wrong yes costs a thread hop, a wrong no would block the loop."""
     if body and (b"notifications/cancelled" in body or b"tasks/" in body):
-        return True  # may cancel or read a run (a task), which is looked up in the database
+        return True
     if not body or b"tools/call" not in body:
         return False
     names = _TOOL_NAME.findall(body)
