@@ -16,7 +16,6 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from functools import lru_cache
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -28,27 +27,15 @@ from graphs import toolset
 from mcp_endpoint import calls, protocol, sessions
 from mcp_endpoint.auth import Refusal, admit, presented_key
 from mcp_endpoint.keys import is_remembered
+from mcp_endpoint.origins import origin_allowed
 from mcp_endpoint.rpc import Caller
 from nodespecs.registry import GENERATION_KEY, needs_database
 
-LOCAL_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1"}
 KEEPALIVE_SECONDS = 15
 REPLY_WAIT_SECONDS = 120
 LISTENABLE = ("toolsListChanged", "promptsListChanged", "resourcesListChanged")
 REPLY_POLL_SECONDS = 0.05
 LISTEN_POLL_SECONDS = 2
-
-
-def origin_allowed(origin: str, host: str) -> bool:
-    """Browsers send Origin; a page from another site must not reach this endpoint
-    (DNS rebinding). Same-origin, configured origins and local pages for a local server pass."""
-    if origin in settings.MCP_ALLOWED_ORIGINS:
-        return True
-    parts = urlsplit(origin)
-    if parts.netloc == host:
-        return True
-    request_host = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-    return parts.hostname in LOCAL_HOSTS and request_host in LOCAL_HOSTS
 
 
 SSE_HEADERS = {
