@@ -1,11 +1,13 @@
 """ASGI entry point: `uvicorn config.asgi:application`.
 
 `/mcp` goes to the lean MCP app (mcp_endpoint/asgi.py), the legacy HTTP+SSE transport's
-`/sse` and `/messages` to its sibling; everything else to Django.
+`/sse` and `/messages` to its sibling; everything else to Django, with its body bounded.
 """
 
+import json
 import os
 
+from django.conf import settings
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -23,5 +25,52 @@ async def application(scope, receive, send):
         await mcp_app(scope, receive, send)
     elif scope["type"] == "http" and scope["path"] in LEGACY_SSE_PATHS:
         await sse_app(scope, receive, send)
+    elif scope["type"] == "http":
+        await _bounded_django(scope, receive, send)
     else:
         await django_application(scope, receive, send)
+
+
+async def _bounded_django(scope, receive, send):
+    """Django with a ceiling on what a request may send: MAX_REQUEST_BODY_BYTES.
+
+    Django's ASGI handler reads a whole body before any view runs, spooling it to disk past a
+    few megabytes, and checks only a declared Content-Length against its own limit; a
+    chunked upload of any size to any page (the sign-in page included) would be read to the
+    end. Over the ceiling, the request is answered 413 and the rest is not read.
+    """
+    limit = settings.MAX_REQUEST_BODY_BYTES
+    declared = dict(scope["headers"]).get(b"content-length", b"")
+    if declared.isdigit() and int(declared) > limit:
+        await _too_large(scope, send, limit)
+        return
+    received = 0
+    over = False
+
+    async def bounded_receive():
+        nonlocal received, over
+        message = await receive()
+        if message["type"] == "http.request":
+            received += len(message.get("body", b""))
+            if received > limit:
+                over = True
+                return {"type": "http.disconnect"}  # Django stops reading and answers nothing
+        return message
+
+    await django_application(scope, bounded_receive, send)
+    if over:
+        await _too_large(scope, send, limit)
+
+
+async def _too_large(scope, send, limit):
+    message = (
+        f"Request body too large: the limit is {limit} bytes (MAX_REQUEST_BODY_BYTES). "
+        "Send less, or raise the setting."
+    )
+    if scope["path"].startswith("/api/"):  # the REST API's refusals are JSON ErrorOut bodies
+        body, content_type = json.dumps({"error": message}).encode(), b"application/json"
+    else:
+        body, content_type = message.encode(), b"text/plain; charset=utf-8"
+    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 413, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

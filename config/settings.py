@@ -222,6 +222,9 @@ MCP_INTERNAL_TOKEN = os.environ.get("MCP_INTERNAL_TOKEN", "")
 MCP_INTERNAL_NETWORKS = env_list("MCP_INTERNAL_NETWORKS", "")
 # Let the endpoint refuse oversized bodies itself, with a JSON-RPC error.
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(MCP_MAX_BODY_BYTES, 2621440)
+# Under uvicorn, a request to Django (admin, pages, REST) sending more than this is answered
+# 413 before the rest is read: Django itself would read any chunked body to its end.
+MAX_REQUEST_BODY_BYTES = int(os.environ.get("MAX_REQUEST_BODY_BYTES", str(8 * 1024 * 1024)))
 if MCP_ANONYMOUS_SCOPES and not DEBUG:
     import logging
 

@@ -16,6 +16,7 @@ import uuid
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from mcp import types
@@ -90,8 +91,9 @@ class CancelOut(Schema):
 KEYED = (401, 403, 429)
 # A path parameter that does not match its declared type.
 INVALID = 422
-# A body that is not JSON (400) or does not match its declared schema (422).
-INVALID_BODY = (400, INVALID)
+# A body that is not JSON (400), over the size limit (413) or does not match its declared
+# schema (422).
+INVALID_BODY = (400, 413, INVALID)
 
 
 def responses(ok: Any, *errors: int) -> dict[int, Any]:
@@ -124,6 +126,17 @@ def _invalid(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
     return api.create_response(
         request, {"error": "Invalid request: " + "; ".join(problems)}, status=422
     )
+
+
+@api.exception_handler(RequestDataTooBig)
+def _too_large(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    """Django refuses to read a body over DATA_UPLOAD_MAX_MEMORY_SIZE; say so, as a 413."""
+    message = (
+        f"Request body too large: the limit is {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes "
+        "(DATA_UPLOAD_MAX_MEMORY_SIZE: MCP_MAX_BODY_BYTES or 2.5 MB, whichever is larger). "
+        "Send smaller arguments."
+    )
+    return api.create_response(request, {"error": message}, status=413)
 
 
 @api.exception_handler(HttpError)

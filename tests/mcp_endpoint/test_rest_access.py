@@ -71,3 +71,15 @@ def test_a_body_that_is_not_json_says_how_to_write_one(client, full_key):
         "error": "Invalid request: the body is not valid JSON. Send a JSON object with "
         'Content-Type: application/json, e.g. {"name": "get_node_types", "arguments": {}}.'
     }
+
+
+def test_a_body_over_the_upload_limit_is_413_naming_the_limit(client, full_key, settings):
+    body = '{"name": "search_nodes", "arguments": {"query": "' + "a" * 3_000_000 + '"}}'
+    response = client.post(
+        INVOKE, data=body, content_type="application/json", headers=auth_headers(full_key)
+    )
+
+    assert response.status_code == 413
+    error = response.json()["error"]
+    assert str(settings.DATA_UPLOAD_MAX_MEMORY_SIZE) in error
+    assert "DATA_UPLOAD_MAX_MEMORY_SIZE" in error
