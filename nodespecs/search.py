@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -21,7 +22,9 @@ import numpy as np
 import snowballstemmer
 
 _WORD = re.compile(r"[a-z0-9]+")
-_STEMMER = snowballstemmer.stemmer("english")
+# A Snowball stemmer keeps the word it is working on in its own attributes, so one shared by
+# two threads mixes their words up (wrong stems, IndexError): each thread has its own.
+_thread = threading.local()
 
 STOPWORDS = frozenset(
     """
@@ -146,9 +149,19 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
 }
 
 
+def _thread_stemmer() -> Any:
+    """This thread's stemmer, made at its first use (it costs about a microsecond)."""
+    stemmer = getattr(_thread, "stemmer", None)
+    if stemmer is None:
+        stemmer = _thread.stemmer = snowballstemmer.stemmer("english")
+    return stemmer
+
+
+# Bounded, and filled only with stems computed by a thread's own stemmer, so it never holds a
+# stem two threads garbled; lru_cache itself is safe to share between threads.
 @lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
-    return _STEMMER.stemWord(word)
+    return _thread_stemmer().stemWord(word)
 
 
 def words(text: str) -> list[str]:
