@@ -52,7 +52,7 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 class Services:
     """The backing services a production start runs on."""
 
-    database_url: str  # PostgreSQL
+    database_url: str  # PostgreSQL (or an SQLite file, for a one-instance direct start)
     redis_url: str  # cache: sessions, rate limits, catalog change notices
     broker_url: str  # Celery broker (and result backend)
 
@@ -90,10 +90,11 @@ def database_create(database_url: str) -> None:
             connection.execute(f'CREATE DATABASE "{name}"')
 
 
-def prepare(services: Services, graph_files: list[Path]) -> str:
+def prepare(services: Services, graph_files: list[Path], mode: str = "queued") -> str:
     """The release step and the data a start needs: migrate, load the catalog, import the
     graph files; returns a new API key with every scope and a rate limit that never refuses."""
-    database_create(services.database_url)
+    if services.database_url.startswith("postgres"):
+        database_create(services.database_url)
     commands = [
         ["migrate", "--noinput"],
         ["load_node_specs"],
@@ -103,7 +104,7 @@ def prepare(services: Services, graph_files: list[Path]) -> str:
     # The four manage.py commands in one process: Django starts once, not four times.
     done = subprocess.run(
         [sys.executable, "-c", _MANAGE_ALL, json.dumps(commands)],
-        cwd=ROOT, env=production_env(services), capture_output=True, text=True, timeout=300,
+        cwd=ROOT, env=production_env(services, mode), capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     if done.returncode != 0:
         raise RuntimeError(f"preparing the database failed ({done.returncode}):\n{done.stderr}")

@@ -1,0 +1,343 @@
+"""Ordinary callers while hostile ones try their worst: `python bench/hostile.py`.
+
+    .venv/bin/python bench/hostile.py [--duration 60] [--warmup 5] [--ordinary 4]
+        [--hostile 2] [--database-url sqlite:///...|postgresql://...] [--markdown]
+
+Starts the production start on loopback (bench/cluster.py): one uvicorn web instance in
+EXECUTION_MODE=direct on SQLite (a file in a temporary folder; `--database-url` for
+PostgreSQL) with the cache in local memory, the start issue 13 was found on. Imports
+bench/graph_files/loop.yaml and bench/graph_files/hostile.yaml.
+
+`--ordinary` clients call, in turn, `get_node_types` and the workflow `sum_to_n` (n=3), each
+answer checked, with a 10 s timeout; `--hostile` clients meanwhile send, in turn, the worst
+case of each class of issue 13:
+
+- `regex_on_input`: a workflow applying `/^(a+)+$/` to 10,000 x "a" + "!" from the caller;
+- `regex_constant`: `$match("a" x 36 + "!", /(a+)+$/)`, which once held the process for
+  minutes;
+- `search_huge`: `search_nodes` with 120,000 distinct words (about 900 KB);
+- `search_at_cap`: the longest query `search_nodes` accepts (`--search-chars`);
+- `endless_loop`: a loop stopped by its `maxNodeExecutions`, 10,000 node executions, the
+  default ceiling (GRAPHS_MAX_NODE_EXECUTIONS);
+- `rest_body`: a 3 MB body to `POST /api/v1/mcp/invoke`; `mcp_body`: a 2 MB body to `/mcp`.
+
+A hostile call may be answered or refused (a tool error, a JSON-RPC error, a 413): either is
+fine, and the table says which with the first words of the answer. A 5xx, a dropped
+connection or a timeout is the service failing. It reports the ordinary callers' p50/p99 and
+errors per kind, what each hostile kind got, and the web process's resident memory after the
+warm-up and at the end. Exits non-zero when an ordinary call failed, an ordinary p99 is over
+`--max-p99-ms` (1,000), a hostile call got a 5xx or no answer, or memory grew by more than
+`--max-rss-growth` (0.25).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: make `bench` importable
+    sys.path.insert(0, str(ROOT))
+
+import httpx2  # noqa: E402
+
+from bench.cluster import Cluster, Services, keep_logs_on_failure, prepare, stop_on_sigterm  # noqa: E402
+from bench.queued import (  # noqa: E402
+    GRAPH_FILE,
+    MODERN,
+    Agent,
+    CallFailed,
+    Sample,
+    drive,
+    p50_ms,
+    p99_ms,
+    table,
+    timed,
+    workflow_call,
+)
+
+HOSTILE_FILE = ROOT / "bench" / "graph_files" / "hostile.yaml"
+ORDINARY = ("get_node_types", "sum_to_n")
+HOSTILE = (
+    "regex_on_input",
+    "regex_constant",
+    "search_huge",
+    "search_at_cap",
+    "endless_loop",
+    "rest_body",
+    "mcp_body",
+)
+ORDINARY_TIMEOUT_SECONDS = 10.0
+HOSTILE_TIMEOUT_SECONDS = 60.0
+
+
+def distinct_words(count: int) -> str:
+    """`count` different made-up words: none is cached or stemmed like another."""
+    return " ".join(f"connection{index:x}ing" for index in range(count))
+
+
+@dataclass
+class Outcome:
+    """What one hostile call got: `answer` is its first words; `failed` a 5xx or no answer."""
+
+    kind: str
+    seconds: float
+    answer: str
+    failed: bool = False
+
+
+class Hostile:
+    """Sends the hostile kinds, each built once."""
+
+    def __init__(self, key: str, url: str, search_chars: int) -> None:
+        self.url = url
+        self.headers = {
+            "Authorization": f"Bearer {key}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": MODERN,
+        }
+        self.http = httpx2.AsyncClient(timeout=HOSTILE_TIMEOUT_SECONDS)
+        at_cap = distinct_words(search_chars // 16 + 1)[:search_chars].rsplit(" ", 1)[0]
+        self.bodies: dict[str, tuple[str, bytes]] = {
+            "regex_on_input": self._call("regex_on_input", {"x": "a" * 10_000 + "!"}),
+            "regex_constant": self._call("regex_constant", {}),
+            "search_huge": self._call("search_nodes", {"query": distinct_words(120_000)}),
+            "search_at_cap": self._call("search_nodes", {"query": at_cap}),
+            "endless_loop": self._call("endless_loop", {}),
+            "rest_body": (
+                "/api/v1/mcp/invoke",
+                json.dumps(
+                    {"name": "search_nodes", "arguments": {"query": "a" * 3_000_000}}
+                ).encode(),
+            ),
+            "mcp_body": self._call("search_nodes", {"query": "a" * 2_000_000}),
+        }
+
+    @staticmethod
+    def _call(name: str, arguments: dict[str, Any]) -> tuple[str, bytes]:
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {
+                "name": name,
+                "arguments": arguments,
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": MODERN,
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                },
+            },
+        }
+        return "/mcp", json.dumps(body).encode()
+
+    async def send(self, kind: str) -> Outcome:
+        """One hostile call of `kind`, classified."""
+        path, body = self.bodies[kind]
+        headers = dict(self.headers)
+        if path == "/mcp":
+            headers.update(
+                {"Mcp-Method": "tools/call", "Mcp-Name": json.loads(body)["params"]["name"]}
+            )
+        started = time.perf_counter()
+        try:
+            response = await self.http.post(self.url + path, content=body, headers=headers)
+        except httpx2.HTTPError as exc:
+            return Outcome(
+                kind, time.perf_counter() - started, f"no answer: {type(exc).__name__}", True
+            )
+        seconds = time.perf_counter() - started
+        if response.status_code >= 500:
+            return Outcome(kind, seconds, f"HTTP {response.status_code}", True)
+        return Outcome(kind, seconds, f"HTTP {response.status_code}: {_gist(response)}")
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+
+def _gist(response: httpx2.Response) -> str:
+    """The first words of an answer: a tool's text, an error's message."""
+    try:
+        message = response.json()
+    except ValueError:
+        return response.text[:80]
+    if "error" in message:
+        error = message["error"]
+        return str(error.get("message") if isinstance(error, dict) else error)[:80]
+    result = message.get("result") or {}
+    content = result.get("content") or [{}]
+    prefix = "tool error: " if result.get("isError") else ""
+    return prefix + str(content[0].get("text", result))[:80]
+
+
+@dataclass
+class HostileResult:
+    ordinary: list[Sample] = field(default_factory=list)
+    hostile: list[Outcome] = field(default_factory=list)
+    seconds: float = 0.0
+    rss_start_kib: int = 0
+    rss_end_kib: int = 0
+
+    def failures(self, max_p99_ms: float, max_rss_growth: float) -> list[str]:
+        found = []
+        errors = [s for s in self.ordinary if s.error]
+        if errors:
+            found.append(f"{len(errors)} ordinary call(s) failed")
+        for kind in ORDINARY:
+            p99 = p99_ms([s for s in self.ordinary if s.kind == kind])
+            if p99 > max_p99_ms:
+                found.append(f"{kind} p99 {p99:.0f} ms > {max_p99_ms:.0f} ms")
+        failed = [o for o in self.hostile if o.failed]
+        if failed:
+            found.append(f"{len(failed)} hostile call(s) got a 5xx or no answer")
+        growth = self.rss_end_kib / max(1, self.rss_start_kib) - 1
+        if growth > max_rss_growth:
+            found.append(f"web memory grew {growth:+.0%}")
+        return found
+
+
+async def run_hostile(
+    cluster: Cluster, key: str, *, duration: float, warmup: float, ordinary: int, hostile: int,
+    search_chars: int,
+) -> HostileResult:  # fmt: skip
+    """Warm up with ordinary traffic, then both kinds of callers for `duration` seconds."""
+    url = cluster.urls[0]
+    agent = Agent(key, ordinary)
+    agent.http.timeout = httpx2.Timeout(ORDINARY_TIMEOUT_SECONDS)
+    attacker = Hostile(key, url, search_chars)
+    result = HostileResult()
+
+    def ordinary_send(index: int) -> Awaitable[Sample]:
+        kind = ORDINARY[index % len(ORDINARY)]
+        if kind == "sum_to_n":
+            return timed(kind, workflow_call(agent, url, f"o{index}", 3))
+        return timed(kind, _node_types(agent, url, f"o{index}"))
+
+    try:
+        await drive(
+            ordinary_send, concurrency=ordinary, total=10**9, until=time.monotonic() + warmup
+        )
+        result.rss_start_kib = cluster.rss_kib()["web-1"]
+        until = time.monotonic() + duration
+        started = time.perf_counter()
+        ordinary_run = drive(ordinary_send, concurrency=ordinary, total=10**9, until=until)
+        hostile_run = _hostile_clients(attacker, hostile, until)
+        (result.ordinary, _), result.hostile = await asyncio.gather(ordinary_run, hostile_run)
+        result.seconds = time.perf_counter() - started
+        result.rss_end_kib = cluster.rss_kib()["web-1"]
+    finally:
+        await agent.close()
+        await attacker.close()
+    return result
+
+
+async def _node_types(agent: Agent, url: str, request_id: str) -> None:
+    found = await agent.request(
+        url, "tools/call", {"name": "get_node_types", "arguments": {}}, request_id
+    )
+    if "TRIGGER" not in json.dumps(found):
+        raise CallFailed(f"get_node_types: no TRIGGER in {str(found)[:200]}")
+
+
+async def _hostile_clients(attacker: Hostile, clients: int, until: float) -> list[Outcome]:
+    outcomes: list[Outcome] = []
+
+    async def client(offset: int) -> None:
+        index = offset
+        while time.monotonic() < until:
+            outcomes.append(await attacker.send(HOSTILE[index % len(HOSTILE)]))
+            index += 1
+
+    await asyncio.gather(*(client(offset) for offset in range(clients)))
+    return outcomes
+
+
+def report(result: HostileResult, markdown: bool) -> str:
+    """The ordinary callers' figures, what each hostile kind got, and the web's memory."""
+    rows = []
+    for kind in [*ORDINARY, "all"]:
+        samples = [s for s in result.ordinary if kind in ("all", s.kind)]
+        rows.append([
+            kind, str(len(samples)), str(sum(1 for s in samples if s.error)),
+            f"{p50_ms(samples):.1f}", f"{p99_ms(samples):.1f}",
+            f"{1000 * max((s.seconds for s in samples), default=0):.1f}",
+        ])  # fmt: skip
+    lines = [
+        f"ordinary callers over {result.seconds:.1f} s:",
+        "",
+        *table(["kind", "calls", "errors", "p50 ms", "p99 ms", "max ms"], rows, markdown),
+        "",
+        "hostile callers:",
+        "",
+    ]
+    hostile_rows = []
+    for kind in HOSTILE:
+        outcomes = [o for o in result.hostile if o.kind == kind]
+        answers = Counter(o.answer for o in outcomes).most_common(1)
+        hostile_rows.append([
+            kind, str(len(outcomes)), str(sum(1 for o in outcomes if o.failed)),
+            f"{1000 * max((o.seconds for o in outcomes), default=0):.0f}",
+            answers[0][0].replace("|", "/") if answers else "",
+        ])  # fmt: skip
+    lines += table(["kind", "calls", "failed", "max ms", "answer"], hostile_rows, markdown)
+    growth = result.rss_end_kib / max(1, result.rss_start_kib) - 1
+    lines += [
+        "",
+        f"web RSS after warm-up {result.rss_start_kib / 1024:.0f} MiB, at the end "
+        f"{result.rss_end_kib / 1024:.0f} MiB ({growth:+.1%})",
+    ]
+    for error, count in Counter(s.error for s in result.ordinary if s.error).most_common(5):
+        lines.append(f"ordinary error ({count}x): {error[:200]}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=60, help="measured seconds")
+    parser.add_argument("--warmup", type=float, default=5, help="seconds of ordinary traffic first")
+    parser.add_argument("--ordinary", type=int, default=4, help="ordinary clients")
+    parser.add_argument("--hostile", type=int, default=2, help="hostile clients")
+    parser.add_argument("--search-chars", type=int, default=2000,
+                        help="search_nodes' query cap (SEARCH_MAX_QUERY_CHARS)")  # fmt: skip
+    parser.add_argument("--max-p99-ms", type=float, default=1000.0)
+    parser.add_argument("--max-rss-growth", type=float, default=0.25)
+    parser.add_argument("--database-url", default="", help="default: SQLite in a temporary folder")
+    parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
+    options = parser.parse_args()
+    stop_on_sigterm()
+    print(f"# bench/hostile.py, {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, "
+          f"load average {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+    workdir = Path(tempfile.mkdtemp(prefix="bench-hostile-"))
+    services = Services(options.database_url or f"sqlite:///{workdir / 'db.sqlite3'}", "", "")
+    with keep_logs_on_failure(workdir):
+        key = prepare(services, [GRAPH_FILE, HOSTILE_FILE], mode="direct")
+        with Cluster(
+            services, workdir, webs=1, workers=0, mode="direct", name="hostile"
+        ) as cluster:
+            result = asyncio.run(
+                run_hostile(
+                    cluster, key, duration=options.duration, warmup=options.warmup,
+                    ordinary=options.ordinary, hostile=options.hostile,
+                    search_chars=options.search_chars,
+                )
+            )  # fmt: skip
+        print(report(result, options.markdown))
+        failures = result.failures(options.max_p99_ms, options.max_rss_growth)
+        if failures:
+            print("FAILED: " + "; ".join(failures))
+            sys.exit(1)
+        print(f"passed: no ordinary error, p99 under {options.max_p99_ms:.0f} ms, memory flat")
+
+
+if __name__ == "__main__":
+    main()
