@@ -207,8 +207,8 @@ class HostileResult:
 
 
 async def run_hostile(
-    cluster: Cluster, key: str, *, duration: float, warmup: float, ordinary: int, hostile: int,
-    search_chars: int,
+    cluster: Cluster, key: str, *, kinds: list[str], duration: float, warmup: float,
+    ordinary: int, hostile: int, search_chars: int,
 ) -> HostileResult:  # fmt: skip
     """Warm up with ordinary traffic, then both kinds of callers for `duration` seconds."""
     url = cluster.urls[0]
@@ -231,7 +231,7 @@ async def run_hostile(
         until = time.monotonic() + duration
         started = time.perf_counter()
         ordinary_run = drive(ordinary_send, concurrency=ordinary, total=10**9, until=until)
-        hostile_run = _hostile_clients(attacker, hostile, until)
+        hostile_run = _hostile_clients(attacker, kinds, hostile, until)
         (result.ordinary, _), result.hostile = await asyncio.gather(ordinary_run, hostile_run)
         result.seconds = time.perf_counter() - started
         result.rss_end_kib = cluster.rss_kib()["web-1"]
@@ -249,13 +249,15 @@ async def _node_types(agent: Agent, url: str, request_id: str) -> None:
         raise CallFailed(f"get_node_types: no TRIGGER in {str(found)[:200]}")
 
 
-async def _hostile_clients(attacker: Hostile, clients: int, until: float) -> list[Outcome]:
+async def _hostile_clients(
+    attacker: Hostile, kinds: list[str], clients: int, until: float
+) -> list[Outcome]:
     outcomes: list[Outcome] = []
 
     async def client(offset: int) -> None:
         index = offset
         while time.monotonic() < until:
-            outcomes.append(await attacker.send(HOSTILE[index % len(HOSTILE)]))
+            outcomes.append(await attacker.send(kinds[index % len(kinds)]))
             index += 1
 
     await asyncio.gather(*(client(offset) for offset in range(clients)))
@@ -281,7 +283,7 @@ def report(result: HostileResult, markdown: bool) -> str:
         "",
     ]
     hostile_rows = []
-    for kind in HOSTILE:
+    for kind in sorted({o.kind for o in result.hostile}, key=HOSTILE.index):
         outcomes = [o for o in result.hostile if o.kind == kind]
         answers = Counter(o.answer for o in outcomes).most_common(1)
         hostile_rows.append([
@@ -309,11 +311,16 @@ def main() -> None:
     parser.add_argument("--hostile", type=int, default=2, help="hostile clients")
     parser.add_argument("--search-chars", type=int, default=2000,
                         help="search_nodes' query cap (SEARCH_MAX_QUERY_CHARS)")  # fmt: skip
+    parser.add_argument("--kinds", default=",".join(HOSTILE),
+                        help="hostile kinds to send, comma separated (default: all)")  # fmt: skip
     parser.add_argument("--max-p99-ms", type=float, default=1000.0)
     parser.add_argument("--max-rss-growth", type=float, default=0.25)
     parser.add_argument("--database-url", default="", help="default: SQLite in a temporary folder")
     parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     options = parser.parse_args()
+    kinds = options.kinds.split(",")
+    if unknown := set(kinds) - set(HOSTILE):
+        parser.error(f"unknown kinds {sorted(unknown)}; choose from {', '.join(HOSTILE)}")
     stop_on_sigterm()
     print(f"# bench/hostile.py, {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, "
           f"load average {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
@@ -326,7 +333,7 @@ def main() -> None:
         ) as cluster:
             result = asyncio.run(
                 run_hostile(
-                    cluster, key, duration=options.duration, warmup=options.warmup,
+                    cluster, key, kinds=kinds, duration=options.duration, warmup=options.warmup,
                     ordinary=options.ordinary, hostile=options.hostile,
                     search_chars=options.search_chars,
                 )
