@@ -20,7 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from graphs.engine.expressions import Expression, ExpressionError, ExpressionSyntaxError, Guard
+from graphs.engine.expressions import (
+    Expression,
+    ExpressionError,
+    ExpressionSyntaxError,
+    Guard,
+    RegexRefused,
+)
 
 _OMIT = object()  # the value of an expression that is undefined
 
@@ -99,6 +105,9 @@ def _special(raw: Mapping, field: str, problems: list[tuple[str, str]]) -> Any:
 def _expression(source: str, field: str, problems: list[tuple[str, str]]) -> Any:
     try:
         return _Evaluated(Expression(source), field)
+    except RegexRefused as exc:  # parses, but names a construct RE2 cannot run
+        problems.append((field, str(exc)))
+        return None
     except ExpressionSyntaxError as exc:
         hint = (
             f"; if you meant the text {source!r} itself, write it as {{literal: {source!r}}}"

@@ -16,7 +16,7 @@ from graphs.engine.arguments import compile_args
 from graphs.engine.checks import graph_problems
 from graphs.engine.definition import Node, ToolGraph
 from graphs.engine.errors import DefinitionError, located
-from graphs.engine.expressions import Expression, ExpressionSyntaxError
+from graphs.engine.expressions import Expression, ExpressionSyntaxError, RegexRefused
 from graphs.engine.jsonlogic import Rule, RuleError, compile_rule
 
 
@@ -48,7 +48,8 @@ def compile_tool(tool: ToolGraph) -> CompiledTool:
 
 
 def expression_problems(tool: ToolGraph) -> list[str]:
-    """The problems of the tool's expressions: JSONata that does not parse, bad rules."""
+    """The problems of the tool's expressions: JSONata that does not parse, regexes RE2 cannot
+    run, bad rules."""
     return _compile_nodes(tool)[1]
 
 
@@ -59,6 +60,8 @@ def _compile_nodes(tool: ToolGraph) -> tuple[dict[str, CompiledNode], list[str]]
         if node.type == "transform" and isinstance(node.expr, str):
             try:
                 nodes[node.id] = CompiledNode(node, expression=Expression(node.expr))
+            except RegexRefused as exc:  # parses, but names a construct RE2 cannot run
+                problems.append((node.id, "transform.expr", str(exc)))
             except ExpressionSyntaxError as exc:
                 problems.append((node.id, "transform.expr", f"JSONata does not parse: {exc}"))
         elif node.type == "mcp":

@@ -24,6 +24,9 @@ What jsonata-python (0.7) does, read from its source and checked by tests here:
 - A plain path through objects (``$.step.count``, ``entry.n``: most switch rules and args)
   is read directly, at a twentieth of an evaluation's cost, with JSONata's result; anything
   its rules make subtle (an array on the way or at the end, a keyword) goes to JSONata.
+- Every regex runs on RE2, in linear time (``regex``): literals when the expression is parsed,
+  so a pattern RE2 cannot run is refused with the workflow; patterns parsed by ``$eval`` while
+  it runs, which fail the evaluation with the same message.
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ from typing import Any
 from jsonata import Jsonata
 from jsonata.jexception import JException
 from jsonata.utils import Utils
+
+from graphs.engine import regex
+
+regex.install()
 
 #: Longest one field of one node may evaluate (a transform, a switch, an mcp node's args).
 TIME_LIMIT_MS = 5000
@@ -73,7 +80,11 @@ def _read_path(data: Any, keys: tuple[str, ...], undefined: Any) -> Any:
 
 
 class ExpressionSyntaxError(ValueError):
-    """JSONata text that does not parse."""
+    """JSONata text that does not parse, or that holds a regex RE2 cannot run."""
+
+
+class RegexRefused(ExpressionSyntaxError):
+    """An expression with a regex RE2 cannot run; the message names the construct."""
 
 
 class ExpressionError(Exception):
@@ -124,15 +135,23 @@ class Guard:
             )
             raise self.tripped
         if time.monotonic() > self.deadline:
-            hit_run = self.deadline >= self.run_deadline
-            self.tripped = ExpressionTimeout(
-                "the run's time limit was reached during the expression"
-                if hit_run
-                else f"the expression ran longer than {TIME_LIMIT_MS} ms; look for a loop "
-                "that does not end or work over much more data than expected",
-                run_deadline=hit_run,
-            )
-            raise self.tripped
+            self._time_up()
+
+    def check_time(self) -> None:
+        """Raise the time bound's error if the field's time is up (between a regex's matches)."""
+        if time.monotonic() > self.deadline:
+            self._time_up()
+
+    def _time_up(self) -> None:
+        hit_run = self.deadline >= self.run_deadline
+        self.tripped = ExpressionTimeout(
+            "the run's time limit was reached during the expression"
+            if hit_run
+            else f"the expression ran longer than {TIME_LIMIT_MS} ms; look for a loop "
+            "that does not end or work over much more data than expected",
+            run_deadline=hit_run,
+        )
+        raise self.tripped
 
     def _leave(self, _expr: Any, _input: Any, _env: Any, _result: Any) -> None:
         self.depth -= 1
@@ -165,6 +184,7 @@ class Expression:
         if instance is None:
             instance = self._local.jsonata = _parse(self.source)
         Jsonata.CURRENT.jsonata = instance  # so $now() and $millis() read this evaluation's time
+        outer_check, regex.BOUND.check = regex.BOUND.check, guard.check_time
         try:
             result = instance.evaluate(data, bindings)
         except ExpressionError:
@@ -177,7 +197,10 @@ class Expression:
         except Exception as exc:  # JSONata errors, and errors of the functions it called
             if guard.tripped is not None:  # $eval reports any failure as its own error
                 raise guard.tripped from exc
-            raise ExpressionError(_message(exc)) from exc
+            refused = _regex_refusal(exc)  # a pattern given to $eval, under $eval's error
+            raise ExpressionError(str(refused or _message(exc))) from exc
+        finally:
+            regex.BOUND.check = outer_check
         if result is None:  # JSONata's "undefined": no value (JSON null is Utils.NULL_VALUE)
             return undefined
         return to_plain(result)
@@ -205,12 +228,26 @@ def to_plain(value: Any) -> Any:
 
 def _parse(source: str) -> Jsonata:
     try:
-        instance = Jsonata(source)
+        instance = Jsonata(source, regex.compile_regex)
+    except regex.RegexNotSupported as exc:
+        raise RegexRefused(str(exc)) from None
     except JException as exc:
         raise ExpressionSyntaxError(_message(exc)) from None
+    # Its own $formatNumber would run a stdlib regex built from the caller's options.
+    instance.register_function("formatNumber", regex.FORMAT_NUMBER)
     instance.set_validate_input(False)
     instance.set_output_convert_nulls(False)  # to_plain converts, without mutating the input
     return instance
+
+
+def _regex_refusal(exc: BaseException) -> regex.RegexNotSupported | None:
+    """The refused pattern behind an error, if any: $eval raises its own in its place."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, regex.RegexNotSupported):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _message(exc: Exception) -> str:
