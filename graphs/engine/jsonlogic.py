@@ -26,7 +26,7 @@ from typing import Any
 
 import json_logic
 
-from graphs.engine.expressions import Expression, ExpressionSyntaxError
+from graphs.engine.expressions import Expression, ExpressionSyntaxError, RegexRefused
 
 
 class _MethodDisabled(dict):
@@ -262,6 +262,8 @@ def _path(path: Any, where: str) -> Expression:
         )
     try:
         return Expression(path)
+    except RegexRefused as exc:  # JSONata, but with a regex RE2 cannot run
+        raise RuleError(where, f"the path {path!r}: {exc}") from None
     except ExpressionSyntaxError as exc:
         raise RuleError(
             where,

@@ -18,7 +18,7 @@ from graphs.engine.expressions import (
     Guard,
     to_plain,
 )
-from tests.graphs.engine.helpers import chain, run, transform
+from tests.graphs.engine.helpers import chain, run, tool, transform
 
 HOSTILE = "a" * 10_000 + "!"
 
@@ -141,6 +141,40 @@ def test_a_refused_regex_in_mcp_args_names_the_field():
 
     [problem] = caught.value.problems
     assert "node 'call', field 'args.name.expr': regex /(\\w)\\1/: backreference `\\1`" in problem
+
+
+def switch(rule: dict) -> dict:
+    """A tool whose switch goes to node `yes` when ``rule`` holds, else straight to exit."""
+    return tool(
+        {"id": "entry", "type": "entry", "next": "route"},
+        {
+            "id": "route",
+            "type": "switch",
+            "default": "exit",
+            "conditions": [{"rule": rule, "target": "yes"}],
+        },
+        transform("yes", "'yes'", next="exit"),
+        {"id": "exit", "type": "exit"},
+    )
+
+
+def test_a_switch_rule_path_runs_its_regex_on_re2():
+    # JSON Logic has no regex operator; a rule's var path is JSONata and may hold one.
+    began = time.perf_counter()
+
+    rule = {"var": "$contains(entry.x, /^(a+)+$/)"}
+    assert run(switch(rule), {"x": HOSTILE}) == "exit"  # the switch's choice: no match
+    assert run(switch(rule), {"x": "aaaa"}) == "yes"
+    assert time.perf_counter() - began < 0.5
+
+
+def test_a_switch_rule_path_with_a_refused_regex_is_refused_at_import():
+    with pytest.raises(DefinitionError) as caught:
+        parse_tool(switch({"var": "$contains(entry.x, /(?!a)b/)"}), server_names=())
+
+    [problem] = caught.value.problems
+    assert "node 'route', field 'conditions[0].rule'" in problem
+    assert "regex /(?!a)b/: negative lookahead `(?!` is not supported" in problem
 
 
 def test_a_pattern_built_at_run_time_is_refused_when_it_runs_failing_the_node():
