@@ -237,6 +237,12 @@ if MCP_ANONYMOUS_SCOPES and not DEBUG:
 # naming this setting, rather than being copied into the run (docs/providers.md, "Faults").
 MCP_CLIENT_MAX_RESULT_BYTES = int(os.environ.get("MCP_CLIENT_MAX_RESULT_BYTES", str(10 * 10**6)))
 
+# The only commands a stdio MCP server (a provider, a graph file's mcpServers entry) may run,
+# comma-separated, compared exactly as written (`npx`, `/opt/mcp/bin/files`); empty: any
+# command a superuser registers. Applies to superusers too, and to providers saved before it
+# was set, which then refuse to start (nodespecs/process_rights.py, docs/providers.md).
+PROVIDER_ALLOWED_COMMANDS = env_list("PROVIDER_ALLOWED_COMMANDS", "")
+
 # Graph workflows (docs/graphs.md).
 # A node's input, output or a run's result larger than this (JSON bytes) is stored as a marked
 # preview in the history, never silently dropped.

@@ -32,6 +32,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED
 
+from nodespecs.process_rights import command_refusal
 from nodespecs.secrets import redact
 
 if TYPE_CHECKING:
@@ -202,6 +203,11 @@ class _WatchedReadStream:
 def _resolve_command(connection: Connection) -> str:
     """The executable's full path, or a DownstreamError saying why there is none."""
     command = connection.command
+    # Checked here too, at the last moment, so a provider saved before the operator set
+    # PROVIDER_ALLOWED_COMMANDS does not start either.
+    refusal = command_refusal(command, [name for name, _ in connection.env])
+    if refusal is not None:
+        raise DownstreamError(f"{connection.describe()} cannot start: {refusal}")
     if os.sep in command:
         path = os.path.join(connection.cwd or os.getcwd(), command)
         if os.path.isfile(path) and os.access(path, os.X_OK):
