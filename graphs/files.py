@@ -3,6 +3,11 @@
 A file holds `server` metadata (a `WorkflowGroup`), `executionLimits`, `mcpServers` (each
 becomes a registered provider, or reuses an identical one) and `tools` (each a `Workflow`).
 Exporting a group writes a file that imports back to the same workflows.
+
+An import names its caller: only one who may start processes (a superuser, an operator's
+command) may bring in a stdio server that is not already a registered provider
+(`graphs.services.workflow_providers`), and the workflows it writes are recorded in the
+audit trail under the caller's name.
 """
 
 from __future__ import annotations
@@ -13,16 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from graphs.engine import ServerConfig, ToolGraph, parse_definition, server_to_dict, tool_to_dict
 from graphs.models import Workflow, WorkflowGroup
-from graphs.services import LIMIT_KEYS, workflow_save, workflow_tool_mapping
+from graphs.services import LIMIT_KEYS, workflow_providers, workflow_save, workflow_tool_mapping
+from nodespecs.audit import Caller, audit_report
 from nodespecs.mcp_client import Connection
 from nodespecs.models import Provider
-from nodespecs.providers import provider_get_or_create
 from nodespecs.reports import ChangeReport
 
 
@@ -62,12 +66,11 @@ def _connection(server: ServerConfig, base_dir: Path | None) -> Connection:
 
 
 @transaction.atomic
-def graph_import(
-    *, text: str, base_dir: Path | None = None, author: AbstractBaseUser | None = None
-) -> GraphImportReport:
-    """Create or update the workflows of a graph file; all or nothing.
+def graph_import(*, text: str, caller: Caller, base_dir: Path | None = None) -> GraphImportReport:
+    """Create or update the workflows of a graph file for `caller`; all or nothing.
 
-    Raises `GraphFileError` listing every problem when the file is invalid.
+    Raises `GraphFileError` listing every problem when the file is invalid, or names a
+    stdio server the caller may not add.
     """
     try:
         definition = parse_definition(text)
@@ -79,14 +82,15 @@ def graph_import(
         defaults={"version": meta.version, "title": meta.title, "instructions": meta.instructions},
     )
     report = GraphImportReport(group=group.name)
-    servers: dict[str, int] = {}
-    for name, server in definition.mcp_servers.items():
-        try:
-            provider = provider_get_or_create(name=name, connection=_connection(server, base_dir))
-        except ValidationError as exc:
-            raise GraphFileError(f"server {name!r}: " + "; ".join(exc.messages)) from None
-        servers[name] = provider.pk
-        report.providers[name] = provider.name
+    connections = {
+        name: _connection(server, base_dir) for name, server in definition.mcp_servers.items()
+    }
+    try:
+        providers = workflow_providers(servers=connections, caller=caller)
+    except ValidationError as exc:
+        raise GraphFileError("\n".join(exc.messages)) from None
+    servers = {name: provider.pk for name, provider in providers.items()}
+    report.providers = {name: provider.name for name, provider in providers.items()}
     limits = {key: getattr(definition.limits, attr) for key, attr in LIMIT_KEYS.items()}
     for tool in definition.tools:
         workflow = Workflow.objects.filter(name=tool.name).first()
@@ -101,7 +105,9 @@ def graph_import(
         workflow.limits = limits
         workflow.servers = {name: pk for name, pk in servers.items() if _uses(tool, name)}
         try:
-            version = workflow_save(workflow=workflow, author=author, comment="Imported from YAML")
+            version = workflow_save(
+                workflow=workflow, author=caller.user, comment="Imported from YAML"
+            )
         except ValidationError as exc:
             raise GraphFileError(f"tool {tool.name!r}: " + "; ".join(exc.messages)) from None
         if created:
@@ -110,6 +116,8 @@ def graph_import(
             report.unchanged.append(tool.name)
         else:
             report.updated.append(tool.name)
+    changed = Workflow.objects.filter(name__in=report.created + report.updated)
+    audit_report(actor=caller.actor, report=report, objects=changed)
     return report
 
 

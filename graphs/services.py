@@ -15,7 +15,11 @@ from django.db import transaction
 from graphs import toolset
 from graphs.engine import DefinitionError, ExecutionLimits, ToolGraph, parse_tool, tool_to_dict
 from graphs.models import Workflow, WorkflowVersion
+from nodespecs.audit import Caller
+from nodespecs.mcp_client import Connection
 from nodespecs.models import Provider
+from nodespecs.process_rights import command_refusal, stdio_refusal
+from nodespecs.providers import provider_find, provider_get_or_create
 
 # Tool names the MCP endpoint serves itself; a workflow may not take one (filled at start-up
 # by the endpoint app, which knows its tools; graphs must not import it).
@@ -125,3 +129,42 @@ def workflow_set_enabled(*, workflow: Workflow, enabled: bool) -> None:
     workflow.enabled = enabled
     workflow.save(update_fields=["enabled", "updated_at"])
     toolset.workflows_changed()
+
+
+def workflow_providers(*, servers: dict[str, Connection], caller: Caller) -> dict[str, Provider]:
+    """The registered provider for each server a definition's `mcpServers` names, registering
+    the missing ones for `caller`: the one way servers enter a workflow from a definition
+    (graph files, and any API that accepts one), so the rights are checked whoever calls.
+
+    A stdio server is a process this host starts. Unless a registered provider has exactly
+    its settings (command, args, env, working directory), only a caller who may start
+    processes (a superuser, an operator's command) may add it; everyone else names a
+    registered one or an HTTP/SSE server. With `PROVIDER_ALLOWED_COMMANDS` set, every stdio
+    server must run an allowed command, whoever adds it. Raises `ValidationError` keyed
+    `servers`, naming each refused server and how to fix it.
+    """
+    problems = []
+    for name, connection in servers.items():
+        if connection.transport != Provider.Transport.STDIO:
+            continue
+        refusal = command_refusal(connection.command, [key for key, _ in connection.env])
+        if refusal is not None:
+            problems.append(f"server {name!r}: {refusal}")
+        elif not caller.may_start_processes and provider_find(connection) is None:
+            problems.append(
+                stdio_refusal(server=name, command=connection.command)
+                + " A registered provider is used when its command, args, env and working "
+                "directory are exactly those of the server."
+            )
+    if problems:
+        raise ValidationError({"servers": problems})
+    providers = {}
+    for name, connection in servers.items():
+        try:
+            providers[name] = provider_get_or_create(
+                name=name, connection=connection, caller=caller
+            )
+        except ValidationError as exc:
+            message = f"server {name!r}: {'; '.join(exc.messages)}"
+            raise ValidationError({"servers": message}) from None
+    return providers

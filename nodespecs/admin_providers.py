@@ -4,23 +4,36 @@
 per line. Their stored values are never sent to the browser: the form shows the names
 alone, a line with nothing after the separator keeps the stored value, a line with a value
 replaces it, and a deleted line removes it.
+
+A stdio provider is a command Switchyard runs on its host: only a superuser may register one
+or change what it runs (`nodespecs.providers.provider_check`). Other staff see its command,
+args and working directory read-only and not its env, and are told why if they ask for one.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.db.models import Count, Q, QuerySet
+from django.forms.models import construct_instance
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import escape, format_html_join
 
 from nodespecs.admin_audit import AuditedAdmin
-from nodespecs.audit import actor_user, audit_refresh
+from nodespecs.audit import Caller, actor_user, audit_refresh, caller_user
 from nodespecs.models import Provider
-from nodespecs.providers import ProviderRefreshError, provider_refresh
+from nodespecs.providers import (
+    ProviderRefreshError,
+    provider_changes,
+    provider_check,
+    provider_refresh,
+    provider_save,
+)
 from nodespecs.secrets import UnreadableSecrets
 
 _TEXTAREA = {"rows": 4, "cols": 80, "class": "vLargeTextField"}
@@ -96,9 +109,14 @@ SERVER_FIELDS = (
     "headers",
     "timeout_seconds",
 )
+# What a user who may not start processes sees of a stdio server's settings, read-only.
+# `env` is left out altogether: its values are secrets, and a read-only field shows values.
+STDIO_READONLY_FIELDS = ("command", "args", "cwd")
 
 
 class ProviderForm(forms.ModelForm):
+    # Who is saving; ProviderAdmin.get_form sets it per request. The default has no rights.
+    caller = Caller(actor="")
     args = LinesField(required=False, help_text="stdio: the command's arguments, one per line.")
     env = SecretMapField(
         separator="=",
@@ -151,6 +169,19 @@ class ProviderForm(forms.ModelForm):
     def clean_headers(self) -> dict[str, str]:
         return self._with_stored("headers")
 
+    def _post_clean(self) -> None:
+        # The caller's rights first, on a copy holding the submitted values. A refused change
+        # is not validated further: the model would speak of fields this user sees read-only
+        # (a stdio provider's empty command), which a form cannot show beside them.
+        submitted = construct_instance(self, copy.copy(self.instance), self._meta.fields)
+        try:
+            changes = provider_changes(submitted)
+            provider_check(provider=submitted, caller=self.caller, changes=changes)
+        except ValidationError as exc:
+            self.add_error(None, exc)  # above the form, for the same reason
+            return
+        super()._post_clean()  # puts the submitted values on self.instance and validates it
+
 
 @admin.register(Provider)
 class ProviderAdmin(AuditedAdmin):
@@ -177,6 +208,52 @@ class ProviderAdmin(AuditedAdmin):
         ("Tools", {"fields": ("last_refreshed_at", "last_error", "tools")}),
         ("Record", {"fields": ("created_at", "updated_at")}),
     )
+
+    def get_fieldsets(self, request: HttpRequest, obj: Provider | None = None) -> Any:
+        fieldsets = super().get_fieldsets(request, obj)
+        if caller_user(request.user).may_start_processes:
+            return fieldsets
+        return [
+            (title, {**options, "fields": [f for f in options["fields"] if f != "env"]})
+            for title, options in fieldsets
+        ]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Provider | None = None) -> Any:
+        fields = tuple(super().get_readonly_fields(request, obj))
+        if caller_user(request.user).may_start_processes:
+            return fields
+        return fields + STDIO_READONLY_FIELDS
+
+    def get_form(
+        self, request: HttpRequest, obj: Provider | None = None, change: bool = False, **kwargs
+    ) -> type[forms.ModelForm]:
+        form = super().get_form(request, obj, change, **kwargs)
+        caller = caller_user(request.user)
+        # `env` is a declared field, which a ModelForm keeps whatever its fields list says:
+        # None removes it for a user the fieldsets do not show it to.
+        attrs: dict[str, Any] = {"caller": caller}
+        if not caller.may_start_processes:
+            attrs["env"] = None
+        return type(form.__name__, (form,), attrs)
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        initial = super().get_changeform_initial_data(request)
+        if not caller_user(request.user).may_start_processes:
+            # The model's default is stdio, which this user may not register.
+            initial.setdefault("transport", Provider.Transport.STREAMABLE_HTTP)
+        return initial
+
+    def save_model(
+        self, request: HttpRequest, obj: Provider, form: forms.ModelForm, change: bool
+    ) -> None:
+        # The service checks the rights again, validates, and records the audit event.
+        provider_save(provider=obj, caller=caller_user(request.user))
+
+    def save_related(
+        self, request: HttpRequest, form: forms.ModelForm, formsets: Any, change: bool
+    ) -> None:
+        # Skips AuditedAdmin's event: provider_save recorded this change already.
+        super(AuditedAdmin, self).save_related(request, form, formsets, change)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Provider]:
         return (

@@ -1,20 +1,27 @@
 """The audit trail: who changed which node spec, workflow, provider or API key, and when.
 
 Admin pages (through `nodespecs.admin_audit.AuditedAdmin`) and management commands call
-`audit_record` after a change, or `audit_report` for a bulk change. Events hold field
-names, never values: a provider's secrets and an API key's secret never reach the trail.
+`audit_record` after a change, or `audit_report` for a bulk change; the services that check
+a `Caller`'s rights (`provider_save`, `graph_import`) record their changes themselves.
+Events hold field names, never values: a provider's secrets and an API key's secret never
+reach the trail.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import models
 
 from nodespecs.models import AuditEvent, NodeSpec, Provider
-from nodespecs.providers import RefreshReport
 from nodespecs.reports import ChangeReport
+
+if TYPE_CHECKING:
+    # A type only: nodespecs.providers records its saves here, so it cannot be imported back.
+    from nodespecs.providers import RefreshReport
 
 Action = AuditEvent.Action
 
@@ -27,6 +34,34 @@ def actor_user(user: AbstractBaseUser) -> str:
 def actor_command(name: str) -> str:
     """How a management command is named in the trail."""
     return f"command:{name}"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who asks a service for a change, passed to it explicitly (never read from a
+    thread-local): `actor` names them in the trail, `may_start_processes` says whether they
+    may make this server start a process (`nodespecs.process_rights`), and `user` is the
+    signed-in user, if any, who authors revisions. Anyone else, such as an API caller, is
+    `Caller(actor="api-key:<prefix>")`: no right to start processes."""
+
+    actor: str
+    may_start_processes: bool = False
+    user: AbstractBaseUser | None = None
+
+
+def caller_user(user: AbstractBaseUser) -> Caller:
+    """A signed-in user: only an active superuser may start processes."""
+    return Caller(
+        actor=actor_user(user),
+        # getattr: a user model without PermissionsMixin has no superusers at all.
+        may_start_processes=bool(user.is_active and getattr(user, "is_superuser", False)),
+        user=user,
+    )
+
+
+def caller_command(name: str) -> Caller:
+    """An operator running a management command: they can already run any process."""
+    return Caller(actor=actor_command(name), may_start_processes=True)
 
 
 def _event(*, actor: str, action: str, target: models.Model, fields: Iterable[str]) -> AuditEvent:

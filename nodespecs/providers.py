@@ -5,6 +5,10 @@
 the server no longer offers is marked unavailable (agents are told so; search leaves it
 out) and comes back when the server offers it again. Provider specs are generated: a
 refresh overwrites edits made to them in the admin.
+
+Every save of a provider's settings goes through `provider_save`, which checks the caller's
+right to make the server start a process (`nodespecs.process_rights`) and records the change
+in the audit trail.
 """
 
 from __future__ import annotations
@@ -18,14 +22,19 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from nodespecs import mcp_client
+from nodespecs.audit import Action, Caller, audit_record
 from nodespecs.models import NodeSpec, Provider
+from nodespecs.process_rights import PROCESS_FIELDS, command_refusal, stdio_refusal
 from nodespecs.reports import ChangeReport
+from nodespecs.secrets import UnreadableSecrets
 from nodespecs.services import spec_save
 from nodespecs.specformat import SpecFormatError
 from nodespecs.tool_specs import tool_document
 
 # Settings that make two providers the same server (everything but name, title, state).
 _SETTINGS = ("transport", "command", "args", "env", "cwd", "url", "headers", "timeout_seconds")
+# The fields a person sets: a change to any of them is recorded in the audit trail.
+_EDITABLE = ("name", "title", "enabled", *_SETTINGS)
 
 
 class ProviderRefreshError(Exception):
@@ -55,28 +64,98 @@ def _settings_of(connection: mcp_client.Connection) -> dict[str, Any]:
     }
 
 
-def provider_get_or_create(*, name: str, connection: mcp_client.Connection) -> Provider:
-    """The provider for a server: an existing one with identical settings, whatever its name,
-    else a new one named after `name` (made a valid provider name; `-2`, `-3`... appended
-    when another server has it).
+def _differs(new: Any, old: Any) -> bool:
+    # A stored secret no key decrypts (`UnreadableSecrets`) cannot be compared: it is
+    # unchanged while the provider still holds that same unreadable value, changed once
+    # anything else replaces it.
+    if isinstance(new, UnreadableSecrets) or isinstance(old, UnreadableSecrets):
+        return not (isinstance(new, UnreadableSecrets) and isinstance(old, UnreadableSecrets))
+    return new != old
 
-    Raises `django.core.exceptions.ValidationError` when the settings are invalid.
+
+def provider_changes(provider: Provider) -> list[str]:
+    """The names of the fields `provider` (not saved yet) changes: those that differ from
+    the stored provider, or, for a new one, from an empty provider's defaults."""
+    stored = Provider.objects.filter(pk=provider.pk).first() if provider.pk else None
+    before = stored if stored is not None else Provider()
+    return [name for name in _EDITABLE if _differs(getattr(provider, name), getattr(before, name))]
+
+
+def provider_check(*, provider: Provider, caller: Caller, changes: list[str]) -> None:
+    """Refuse a save `caller` may not make; `changes` is `provider_changes(provider)`.
+
+    A new stdio provider, or one with any of its process fields changed, needs a caller who
+    may start processes, and a command that `PROVIDER_ALLOWED_COMMANDS` allows. Anything
+    else (an HTTP provider, a stdio provider's name, title, timeout or `enabled`) anyone
+    with the model permissions may change. Raises `ValidationError` saying why and what to
+    do instead.
     """
+    if provider.transport != Provider.Transport.STDIO:
+        return
+    if provider.pk is not None and not set(changes) & set(PROCESS_FIELDS):
+        return  # a stdio provider's name, title, timeout or `enabled`
+    if not caller.may_start_processes:
+        raise ValidationError(stdio_refusal(server=provider.name, command=provider.command))
+    env = provider.env
+    refusal = command_refusal(provider.command, () if isinstance(env, UnreadableSecrets) else env)
+    if refusal is not None:
+        raise ValidationError(f"Provider {provider.name!r}: {refusal}")
+
+
+@transaction.atomic
+def provider_save(*, provider: Provider, caller: Caller) -> list[str]:
+    """Create or change a provider: the one way every save of its settings goes (the
+    admin, graph imports, commands), so each is checked against `caller`'s rights
+    (`provider_check`), validated, and recorded in the audit trail with the names of the
+    changed fields (never their values). Returns those names; nothing is recorded when
+    nothing changed.
+
+    Raises `django.core.exceptions.ValidationError` when the caller may not make the change
+    or the settings are invalid.
+    """
+    changes = provider_changes(provider)
+    provider_check(provider=provider, caller=caller, changes=changes)
+    provider.full_clean()
+    created = provider.pk is None
+    provider.save()
+    if changes:
+        action = Action.CREATED if created else Action.CHANGED
+        audit_record(actor=caller.actor, action=action, target=provider, fields=changes)
+    return changes
+
+
+def provider_find(connection: mcp_client.Connection) -> Provider | None:
+    """The registered provider with exactly the settings of `connection`, whatever its name."""
     settings = _settings_of(connection)
     exact = {key: settings[key] for key in ("transport", "command", "cwd", "url")}
     for provider in Provider.objects.filter(**exact, timeout_seconds=connection.timeout_seconds):
         # args, env and headers are JSON: compared here, where dict order does not matter.
         if all(getattr(provider, key) == settings[key] for key in _SETTINGS):
             return provider
+    return None
+
+
+def provider_get_or_create(
+    *, name: str, connection: mcp_client.Connection, caller: Caller
+) -> Provider:
+    """The provider for a server: an existing one with identical settings, whatever its name,
+    else a new one named after `name` (made a valid provider name; `-2`, `-3`... appended
+    when another server has it), saved by `provider_save` for `caller`.
+
+    Raises `django.core.exceptions.ValidationError` when the settings are invalid or the
+    caller may not register this server.
+    """
+    existing = provider_find(connection)
+    if existing is not None:
+        return existing
     base = slugify(name).lower()[:30] or "server"
     taken = set(Provider.objects.filter(name__startswith=base).values_list("name", flat=True))
     candidate, number = base, 1
     while candidate in taken:
         number += 1
         candidate = f"{base}-{number}"
-    provider = Provider(name=candidate, title=name, **settings)
-    provider.full_clean()
-    provider.save()
+    provider = Provider(name=candidate, title=name, **_settings_of(connection))
+    provider_save(provider=provider, caller=caller)
     return provider
 
 

@@ -15,7 +15,7 @@ from graphs.files import graph_import
 from graphs.models import Run, Workflow
 from graphs.runs import run_create
 from nodespecs import mcp_client
-from tests.graphs.conftest import import_file
+from tests.graphs.conftest import OPERATOR, import_file
 from tests.peers import ECHO_SERVER
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -50,7 +50,8 @@ def loops() -> None:
 @pytest.fixture
 def nap_loop() -> Iterator[None]:
     graph_import(
-        text=GRAPH.format(python=json.dumps(sys.executable), server=json.dumps(str(ECHO_SERVER)))
+        text=GRAPH.format(python=json.dumps(sys.executable), server=json.dumps(str(ECHO_SERVER))),
+        caller=OPERATOR,
     )
     yield
     mcp_client.close_all()  # the echo server this test started

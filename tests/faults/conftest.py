@@ -13,6 +13,7 @@ import pytest
 
 from graphs.files import graph_import
 from nodespecs import mcp_client
+from tests.graphs.conftest import OPERATOR
 from tests.peers import echo_server_command
 
 # The nodes calling tools that never answer give up after this (the probe that follows takes
@@ -77,7 +78,7 @@ def fault_workflows(db):
         for tool in FAULT_TOOLS
     )
     graph = GRAPH.format(python=python, peer=peer, faulty_tools=faulty_tools, timeout=NODE_TIMEOUT)
-    return graph_import(text=graph)
+    return graph_import(text=graph, caller=OPERATOR)
 
 
 def descendants() -> set[int]:

@@ -7,6 +7,10 @@ from pathlib import Path
 import pytest
 
 from graphs.files import graph_import
+from nodespecs.audit import caller_command
+
+# Test files are imported as an operator would, with manage.py import_graph.
+OPERATOR = caller_command("import_graph")
 
 FILES = Path(__file__).parent / "files"
 
@@ -16,7 +20,7 @@ def import_file(name: str, **replacements: str):
     text = (FILES / name).read_text()
     for old, new in replacements.items():
         text = text.replace(old, new)
-    return graph_import(text=text, base_dir=FILES)
+    return graph_import(text=text, base_dir=FILES, caller=OPERATOR)
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import yaml
 
 from graphs.files import GraphFileError, graph_export, graph_import
 from graphs.models import Workflow, WorkflowGroup, WorkflowVersion
-from tests.graphs.conftest import FILES, import_file
+from tests.graphs.conftest import FILES, OPERATOR, import_file
 
 
 def test_it_imports_each_tool_as_a_workflow_with_a_first_version(loops):
@@ -41,7 +41,7 @@ def test_an_invalid_file_is_refused_whole_with_every_problem_named(loops):
     text = (FILES / "loops.yaml").read_text().replace('target: "medium"', 'target: "mediun"')
     text = text.replace('"small"\'', "\"small'")
     with pytest.raises(GraphFileError) as raised:
-        graph_import(text=text)
+        graph_import(text=text, caller=OPERATOR)
     message = str(raised.value)
     assert "tool 'classify', node 'size'" in message
     assert "mediun" in message
@@ -54,7 +54,7 @@ def test_an_export_imports_back_to_the_same_workflows(loops):
     document = yaml.safe_load(exported)
     assert document["server"]["name"] == "loops"
     assert [tool["name"] for tool in document["tools"]] == ["classify", "is_zero", "sum_to"]
-    report = graph_import(text=exported)
+    report = graph_import(text=exported, caller=OPERATOR)
     assert sorted(report.unchanged) == ["classify", "is_zero", "sum_to"]
 
 
@@ -71,4 +71,4 @@ def test_exporting_an_unknown_name_says_what_exists(loops):
 def test_a_workflow_may_not_take_the_name_of_a_knowledge_tool(db):
     text = (FILES / "loops.yaml").read_text().replace('"is_zero"', '"search_nodes"')
     with pytest.raises(GraphFileError, match=r"search_nodes.*built-in tool"):
-        graph_import(text=text)
+        graph_import(text=text, caller=OPERATOR)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
+from nodespecs.audit import caller_command
 from nodespecs.knowledge import UNAVAILABLE_WARNING, get_node_details, get_node_types, search_nodes
 from nodespecs.mcp_client import Connection
 from nodespecs.models import NodeSpec, Provider
@@ -89,33 +90,47 @@ class TestSettings:
         assert provider.connection().timeout_seconds == 5
 
 
+# Providers made from graph files are registered as an operator's import_graph does.
+OPERATOR = caller_command("import_graph")
+
+
 class TestGetOrCreate:
     def connection(self, name: str = "files", **settings) -> Connection:
         return Connection(name=name, transport="stdio", command="npx", **settings)
 
     def test_an_identical_server_reuses_its_provider_whatever_its_name(self, db):
-        first = provider_get_or_create(name="files", connection=self.connection(env=(("A", "1"),)))
+        first = provider_get_or_create(
+            name="files", connection=self.connection(env=(("A", "1"),)), caller=OPERATOR
+        )
         again = provider_get_or_create(
-            name="documents", connection=self.connection("documents", env=(("A", "1"),))
+            name="documents",
+            connection=self.connection("documents", env=(("A", "1"),)),
+            caller=OPERATOR,
         )
         assert again.pk == first.pk
         assert Provider.objects.count() == 1
 
     def test_a_name_taken_by_another_server_gets_a_number(self, db):
         names = [
-            provider_get_or_create(name="files", connection=self.connection(args=(path,))).name
+            provider_get_or_create(
+                name="files", connection=self.connection(args=(path,)), caller=OPERATOR
+            ).name
             for path in ("/a", "/b", "/c")
         ]
         assert names == ["files", "files-2", "files-3"]
 
     def test_a_server_name_becomes_a_valid_provider_name_and_stays_the_title(self, db):
-        provider = provider_get_or_create(name="My Files!", connection=self.connection())
+        provider = provider_get_or_create(
+            name="My Files!", connection=self.connection(), caller=OPERATOR
+        )
         assert (provider.name, provider.title) == ("my-files", "My Files!")
 
     def test_invalid_settings_are_refused(self, db):
         with pytest.raises(ValidationError):
             provider_get_or_create(
-                name="web", connection=Connection(name="web", transport="sse", url="nowhere")
+                name="web",
+                connection=Connection(name="web", transport="sse", url="nowhere"),
+                caller=OPERATOR,
             )
 
 

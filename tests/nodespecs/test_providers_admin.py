@@ -56,8 +56,10 @@ def provider(db) -> Provider:
 
 
 @pytest.fixture
-def signed_in(client, author):
-    client.force_login(author)
+def signed_in(client, admin_user):
+    """A superuser: the only one offered a provider's stdio settings (command, args, env);
+    what other staff see and may do is in tests/nodespecs/test_process_rights.py."""
+    client.force_login(admin_user)
     return client
 
 

@@ -20,6 +20,7 @@ from nodespecs.mcp_transports import _STDERR_KEEP_BYTES, StderrTail
 from nodespecs.models import Provider
 from nodespecs.providers import ProviderRefreshError, provider_refresh
 from nodespecs.secrets import REDACTED, redact
+from tests.graphs.conftest import OPERATOR
 from tests.nodespecs.providers_helpers import servers  # noqa: F401
 from tests.peers import echo_http_server, echo_server_command
 
@@ -71,7 +72,7 @@ def leaky(request, db, servers) -> Iterator[tuple[Provider, tuple[str, ...]]]:  
 
 
 def _import(server: dict) -> Provider:
-    report = graph_import(text=GRAPH.format(server=json.dumps(server)))
+    report = graph_import(text=GRAPH.format(server=json.dumps(server)), caller=OPERATOR)
     return Provider.objects.get(name=report.providers["leaky"])
 
 

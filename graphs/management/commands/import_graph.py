@@ -5,12 +5,12 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from graphs.files import GraphFileError, graph_import
-from graphs.models import Workflow
-from nodespecs.audit import Action, actor_command, audit_records, audit_report
-from nodespecs.models import Provider
+from nodespecs.audit import caller_command
 from nodespecs.secrets import SecretsUnreadable
 
-ACTOR = actor_command("import_graph")
+# An operator at the shell: may add stdio servers (they can run any process anyway). The
+# import records its workflows and new providers in the audit trail under this name.
+CALLER = caller_command("import_graph")
 
 
 class Command(BaseCommand):
@@ -29,15 +29,10 @@ class Command(BaseCommand):
                 text = path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 raise CommandError(f"Cannot read {path}: {exc}") from None
-            known = set(Provider.objects.values_list("pk", flat=True))
             try:
-                report = graph_import(text=text, base_dir=path.parent)
+                report = graph_import(text=text, base_dir=path.parent, caller=CALLER)
             except (GraphFileError, SecretsUnreadable) as exc:
                 raise CommandError(f"{path} was not imported (nothing changed):\n{exc}") from None
-            changed = Workflow.objects.filter(name__in=report.created + report.updated)
-            audit_report(actor=ACTOR, report=report, objects=changed)
-            new_providers = Provider.objects.exclude(pk__in=known)
-            audit_records(actor=ACTOR, action=Action.CREATED, targets=new_providers)
             for label, names in (
                 ("created", report.created),
                 ("updated", report.updated),

@@ -26,6 +26,7 @@ from django.db.models import F, JSONField, Max
 from graphs.files import graph_import
 from graphs.history import copy_rows, write_rows
 from graphs.models import Run, Workflow
+from nodespecs.audit import caller_command
 
 GRAPH_FILE = """
 version: "1.0"
@@ -387,9 +388,11 @@ class Command(BaseCommand):
         rng = random.Random(seed)
         if not Workflow.objects.filter(name__in=WORKFLOWS).exists():
             # Two versions of each, so the history shows runs of an older one too.
-            graph_import(text=GRAPH_FILE)
+            caller = caller_command("seed_history")
+            graph_import(text=GRAPH_FILE, caller=caller)
             graph_import(
-                text=GRAPH_FILE.replace("maxExecutionTimeMs: 30000", "maxExecutionTimeMs: 60000")
+                text=GRAPH_FILE.replace("maxExecutionTimeMs: 30000", "maxExecutionTimeMs: 60000"),
+                caller=caller,
             )
         workflows = {
             w.name: (w, list(w.versions.order_by("number").values_list("pk", flat=True)))
