@@ -4,9 +4,10 @@ Django by `config.asgi`.
 Django's ASGI handler runs every middleware through a thread hop and starts threads per
 request; for the endpoint agents call thousands of times a minute that was most of the cost
 (docs/benchmarks.md). This app does only what `/mcp` needs: read the body, hand the request
-to `transport.handle_request` (in the event loop when it needs no database, else on a small
-pool of worker threads), and write the answer or the event stream. The legacy HTTP+SSE
-transport (`sse.py`) goes through the same steps.
+to `transport.handle_request` (in the event loop when it needs no database and its work does
+not grow with what the caller sends, else on a small pool of worker threads), and write the
+answer or the event stream. The legacy HTTP+SSE transport (`sse.py`) goes through the same
+steps.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import re
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -50,6 +52,15 @@ _LOOP_CONTEXT = contextvars.copy_context()
 # Answers to legacy SSE POSTs still being worked out after their 202 (kept from collection).
 _deliveries: set[asyncio.Task[None]] = set()
 Result = TypeVar("Result")
+# Only requests whose work stays small whatever the caller sends are answered in the event
+# loop, where it holds up every other request: a body over this size (parsing and validating
+# it grows with it; 4 KB takes tens of microseconds), a tool call other than get_node_types
+# (search_nodes stems each word of its query; get_node_details may compare each of 50 names
+# with the whole catalog) and `resources/read` (which corrects a misspelt name the same way)
+# go to a thread.
+INLINE_BODY_BYTES = 4096
+_FIXED_COST_TOOLS = frozenset({b"get_node_types"})
+_TOOL_NAME = re.compile(rb'"name"\s*:\s*"([^"]*)"')
 
 
 def _work(
@@ -132,8 +143,10 @@ def _in_loop(
     body: bytes | None,
     handler: Callable[..., Result],
 ) -> Result | None:
-    """The answer, when it can be made without a query; else None."""
-    if not transport.answers_without_database(headers, body):
+    """The answer, when it can be made without a query and at a small fixed cost; else None."""
+    if not _fixed_cost(arguments.get("body"), body) or not transport.answers_without_database(
+        headers, body
+    ):
         return None
     try:
         return handler(**arguments)
@@ -142,6 +155,24 @@ def _in_loop(
         # was busy): the rest needs a query, so a thread does it all again. The rate limit
         # may then count this request twice.
         return None
+
+
+def _fixed_cost(received: bytes | None, message: bytes | None) -> bool:
+    """Whether answering a request is small work whatever the caller sent (see
+    INLINE_BODY_BYTES). `received` is the HTTP body, `message` the one answered (they differ
+    for a legacy SSE POST). Errs towards no: a wrong no costs a thread hop, a wrong yes
+    holds every other request for the caller's work."""
+    if any(len(body or b"") > INLINE_BODY_BYTES for body in (received, message)):
+        return False
+    if not message:
+        return True
+    # With no escape in the body, a method or tool name reads in the bytes as in the JSON.
+    if b"\\" in message or b"resources/read" in message:
+        return False
+    if b"tools/call" not in message:
+        return True
+    names = _TOOL_NAME.findall(message)
+    return bool(names) and all(name in _FIXED_COST_TOOLS for name in names)
 
 
 def _threads() -> calls.Threads:

@@ -121,6 +121,13 @@ def _tool_response(call: PendingCall, result: types.CallToolResult) -> dict[str,
     return _response(call, call.finish(result))
 
 
+def _outcome_response(call: PendingCall, outcome: RunOutcome) -> dict[str, Any]:
+    """The response to a call whose run has ended (on a thread: see `drive`)."""
+    return _tool_response(
+        call, workflows.outcome_result(call.tool.name, call.tool.output_schema, outcome)
+    )
+
+
 def _progress(call: PendingCall, done: int, message: str) -> dict[str, Any]:
     return {
         "jsonrpc": "2.0",
@@ -255,11 +262,9 @@ async def drive(call: PendingCall, threads: Threads) -> AsyncIterator[dict[str, 
                 elif kind == "refused":
                     response = _tool_response(call, workflows.error_result(data[0]))
                 else:
-                    outcome: RunOutcome = data[0]
-                    result = workflows.outcome_result(
-                        call.tool.name, call.tool.output_schema, outcome
-                    )
-                    response = _tool_response(call, result)
+                    # Checking the result against the outputSchema and serialising it grow
+                    # with the result, which a caller's arguments can make large.
+                    response = await threads.short(partial(_outcome_response, call, data[0]))
         yield response
     finally:
         if settings.EXECUTION_MODE == "queued":
