@@ -75,7 +75,13 @@ def read_resource(uri: str) -> list[Any]:
             "e.g. nodespec://ACTION/HTTP_REQUEST."
         )
     node_type, subtype = uri[len(SCHEME) :].split("/")
-    [detail] = knowledge.get_node_details([{"node_type": node_type, "subtype": subtype}])
+    try:
+        [detail] = knowledge.get_node_details([{"node_type": node_type, "subtype": subtype}])
+    except knowledge.KnowledgeError:  # a name over the length limit
+        raise ResourceNotFound(
+            f"No resource {uri[:100]!r}…: a node type or subtype has at most "
+            f"{knowledge.MAX_NAME_CHARACTERS} characters."
+        ) from None
     if "error" in detail:
         raise ResourceNotFound(f"No resource {uri!r}. {detail['error']}")
     canonical = f"{SCHEME}{detail['node_type']}/{detail['subtype']}"

@@ -27,6 +27,12 @@ class StrictArguments(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _max_length(limit: int) -> dict[str, int]:
+    """A `maxLength` for the input schema, so agents see the limit. The knowledge service
+    enforces it, with a message that says how to fix the call (pydantic's would not)."""
+    return {"maxLength": limit}
+
+
 class GetNodeTypesArguments(StrictArguments):
     type_filter: str | None = Field(
         default=None,
@@ -36,8 +42,14 @@ class GetNodeTypesArguments(StrictArguments):
 
 
 class NodeRef(StrictArguments):
-    node_type: str = Field(description="Node type, e.g. ACTION.")
-    subtype: str = Field(description="Node subtype, e.g. HTTP_REQUEST.")
+    node_type: str = Field(
+        description="Node type, e.g. ACTION.",
+        json_schema_extra=_max_length(knowledge.MAX_NAME_CHARACTERS),
+    )
+    subtype: str = Field(
+        description="Node subtype, e.g. HTTP_REQUEST.",
+        json_schema_extra=_max_length(knowledge.MAX_NAME_CHARACTERS),
+    )
 
 
 class GetNodeDetailsArguments(StrictArguments):
@@ -53,7 +65,11 @@ class GetNodeDetailsArguments(StrictArguments):
 class SearchNodesArguments(StrictArguments):
     query: str = Field(
         min_length=1,
-        description="What the node should do, in plain words, e.g. 'send an email'.",
+        description=(
+            "What the node should do, in plain words, e.g. 'send an email' (at most "
+            f"{knowledge.MAX_QUERY_TERMS} words)."
+        ),
+        json_schema_extra=_max_length(knowledge.MAX_QUERY_CHARACTERS),
     )
     max_results: int = Field(
         default=10, ge=1, le=knowledge.MAX_SEARCH_RESULTS, description="Most results to return."

@@ -13,9 +13,17 @@ from typing import Any
 
 from nodespecs.names import UnknownNodeType, resolve_node_type
 from nodespecs.registry import Registry, current_registry
+from nodespecs.search import words
 from nodespecs.specformat import NODE_TYPES
 
 MAX_SEARCH_RESULTS = 100
+# A search stems every word of its query (tens of microseconds each): what an agent writes
+# fits in a few sentences, and 120,000 words held a process for 20 s.
+MAX_QUERY_CHARACTERS = 1000
+MAX_QUERY_TERMS = 100
+# The longest name a spec can have (NodeSpec.subtype); correcting a name compares it with
+# the catalog's names, at a cost that grows with its length.
+MAX_NAME_CHARACTERS = 200
 UNAVAILABLE_WARNING = (
     "Unavailable: the MCP server of this provider node no longer offers its tool, so a "
     "workflow cannot run it. Choose another node, or refresh the provider if the tool is back."
@@ -40,9 +48,19 @@ class NodeTypes:
         return result
 
 
+def _check_name_length(field: str, value: object) -> None:
+    """Refuse a name longer than any spec's before comparing it with the catalog's names."""
+    if isinstance(value, str) and len(value) > MAX_NAME_CHARACTERS:
+        raise KnowledgeError(
+            f"{field} has {len(value)} characters; the limit is {MAX_NAME_CHARACTERS}. "
+            "Call get_node_types for the valid names."
+        )
+
+
 def _type_filter(raw: str | None) -> tuple[str | None, str | None]:
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return None, None
+    _check_name_length("type_filter", raw)
     try:
         node_type, note = resolve_node_type(raw)
     except UnknownNodeType as exc:
@@ -106,6 +124,10 @@ def get_node_details(
         raise KnowledgeError(
             f"nodes has {len(nodes)} entries; ask for at most {MAX_NODES_PER_CALL} per call."
         )
+    for position, request in enumerate(nodes):
+        if isinstance(request, dict):
+            for field in ("node_type", "subtype"):
+                _check_name_length(f"nodes[{position}].{field}", request.get(field))
     registry = registry or current_registry()
     results = []
     for position, request in enumerate(nodes):
@@ -155,6 +177,21 @@ def get_node_details(
     return results
 
 
+def _check_query_size(query: str) -> None:
+    """Refuse a query over the length or term limits before any of it is stemmed."""
+    if len(query) > MAX_QUERY_CHARACTERS:
+        raise KnowledgeError(
+            f"query has {len(query)} characters; the limit is {MAX_QUERY_CHARACTERS}. "
+            "Describe what the node should do in a sentence or two, e.g. 'send an email'."
+        )
+    term_count = len(words(query))
+    if term_count > MAX_QUERY_TERMS:
+        raise KnowledgeError(
+            f"query has {term_count} terms (words and numbers); the limit is "
+            f"{MAX_QUERY_TERMS}. Describe what the node should do in a sentence or two."
+        )
+
+
 def search_nodes(
     query: str,
     max_results: int = 10,
@@ -178,6 +215,7 @@ def search_nodes(
         or not (1 <= max_results <= MAX_SEARCH_RESULTS)
     ):
         raise KnowledgeError(f"max_results must be a whole number from 1 to {MAX_SEARCH_RESULTS}.")
+    _check_query_size(query)
     registry = registry or current_registry()
     node_type, _ = _type_filter(type_filter)
     results = []

@@ -1,0 +1,186 @@
+"""Calls whose cost grows with their arguments (issue 13): capped with errors that name the
+limit, the same over /mcp and REST, and never answered in the event loop."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from mcp_endpoint import asgi
+from nodespecs.knowledge import (
+    MAX_NAME_CHARACTERS,
+    MAX_QUERY_CHARACTERS,
+    MAX_QUERY_TERMS,
+    KnowledgeError,
+    get_node_details,
+    get_node_types,
+    search_nodes,
+)
+from tests.mcp_endpoint.helpers import auth_headers, envelope, modern
+
+
+def query_of(characters: int) -> str:
+    """A query of exactly `characters` characters and three terms."""
+    return "send email " + "x" * (characters - len("send email "))
+
+
+def query_with(terms: int) -> str:
+    return " ".join(f"w{n}" for n in range(terms))
+
+
+# The caps, in the knowledge service (which MCP and REST share).
+
+
+def test_a_query_at_the_length_limit_is_searched_and_one_longer_is_refused(registry):
+    assert search_nodes(query_of(MAX_QUERY_CHARACTERS), registry=registry)
+    with pytest.raises(KnowledgeError) as caught:
+        search_nodes(query_of(MAX_QUERY_CHARACTERS + 1), registry=registry)
+    assert f"query has {MAX_QUERY_CHARACTERS + 1} characters" in str(caught.value)
+    assert f"the limit is {MAX_QUERY_CHARACTERS}" in str(caught.value)
+
+
+def test_a_query_at_the_term_limit_is_searched_and_one_with_more_is_refused(registry):
+    assert len(query_with(MAX_QUERY_TERMS + 1)) <= MAX_QUERY_CHARACTERS
+    search_nodes(query_with(MAX_QUERY_TERMS), registry=registry)
+    with pytest.raises(KnowledgeError) as caught:
+        search_nodes(query_with(MAX_QUERY_TERMS + 1), registry=registry)
+    assert f"query has {MAX_QUERY_TERMS + 1} terms" in str(caught.value)
+    assert f"the limit is {MAX_QUERY_TERMS}" in str(caught.value)
+
+
+@pytest.mark.parametrize("field", ["node_type", "subtype"])
+def test_a_node_name_at_the_length_limit_is_looked_up_and_one_longer_is_refused(registry, field):
+    node = {"node_type": "ACTION", "subtype": "HTTP_REQUEST"}
+    [entry] = get_node_details([{**node, field: "X" * MAX_NAME_CHARACTERS}], registry=registry)
+    assert "not found" in entry["error"]
+    with pytest.raises(KnowledgeError) as caught:
+        get_node_details(
+            [node, {**node, field: "X" * (MAX_NAME_CHARACTERS + 1)}], registry=registry
+        )
+    assert f"nodes[1].{field} has {MAX_NAME_CHARACTERS + 1} characters" in str(caught.value)
+    assert f"the limit is {MAX_NAME_CHARACTERS}" in str(caught.value)
+
+
+def test_a_type_filter_over_the_name_limit_is_refused(registry):
+    with pytest.raises(KnowledgeError, match=f"type_filter has .* the limit is {MAX_NAME_CHARACTERS}"):
+        get_node_types("A" * (MAX_NAME_CHARACTERS + 1), registry=registry)
+    with pytest.raises(KnowledgeError, match=f"the limit is {MAX_NAME_CHARACTERS}"):
+        search_nodes("send", type_filter="A" * (MAX_NAME_CHARACTERS + 1), registry=registry)
+    with pytest.raises(KnowledgeError, match="not a node type"):
+        get_node_types("A" * MAX_NAME_CHARACTERS, registry=registry)
+
+
+# The caps as callers see them: a tool error (isError) over /mcp and REST, never a 500.
+
+
+def call(client, key, name, arguments):
+    response = modern(client, "tools/call", {"name": name, "arguments": arguments}, key=key)
+    assert response.status_code == 200, response.content
+    return json.loads(response.content)["result"]
+
+
+@pytest.mark.usefixtures("loaded_catalog")
+def test_over_mcp_a_query_of_120000_words_is_a_tool_error_naming_the_limit(client, key):
+    query = " ".join(f"t{n}s" for n in range(120_000))
+    started = time.perf_counter()
+    result = call(client, key, "search_nodes", {"query": query})
+    assert time.perf_counter() - started < 2
+    assert result["isError"] is True
+    assert f"the limit is {MAX_QUERY_CHARACTERS}" in result["content"][0]["text"]
+    result = call(client, key, "search_nodes", {"query": query_with(MAX_QUERY_TERMS + 1)})
+    assert result["isError"] is True
+    assert f"the limit is {MAX_QUERY_TERMS}" in result["content"][0]["text"]
+
+
+@pytest.mark.usefixtures("loaded_catalog")
+def test_over_mcp_a_long_node_name_is_a_tool_error_naming_the_limit(client, key):
+    node = {"node_type": "ACTION", "subtype": "S" * (MAX_NAME_CHARACTERS + 1)}
+    result = call(client, key, "get_node_details", {"nodes": [node]})
+    assert result["isError"] is True
+    assert f"the limit is {MAX_NAME_CHARACTERS}" in result["content"][0]["text"]
+
+
+@pytest.mark.usefixtures("loaded_catalog")
+def test_over_mcp_a_resource_with_a_long_name_is_invalid_params(client, key):
+    uri = "nodespec://ACTION/" + "S" * 5000
+    response = modern(client, "resources/read", {"uri": uri}, key=key)
+    error = json.loads(response.content)["error"]
+    assert error["code"] == -32602
+    assert f"at most {MAX_NAME_CHARACTERS} characters" in error["message"]
+
+
+@pytest.mark.usefixtures("loaded_catalog")
+def test_over_rest_the_same_caps_are_tool_errors(client, key):
+    for arguments, limit in [
+        ({"query": query_of(MAX_QUERY_CHARACTERS + 1)}, MAX_QUERY_CHARACTERS),
+        ({"query": query_with(MAX_QUERY_TERMS + 1)}, MAX_QUERY_TERMS),
+    ]:
+        response = client.post(
+            "/api/v1/mcp/invoke",
+            {"name": "search_nodes", "arguments": arguments},
+            content_type="application/json",
+            headers=auth_headers(key),
+        )
+        assert response.status_code == 200
+        result = response.json()["result"]
+        assert result["isError"] is True
+        assert f"the limit is {limit}" in result["content"][0]["text"]
+
+
+def test_the_input_schemas_show_the_length_limits():
+    from mcp_endpoint.tools import TOOLS
+
+    search = TOOLS["search_nodes"].input_schema()["properties"]["query"]
+    assert search["maxLength"] == MAX_QUERY_CHARACTERS
+    assert str(MAX_QUERY_TERMS) in search["description"]
+    node = TOOLS["get_node_details"].input_schema()["$defs"]["NodeRef"]["properties"]
+    assert node["subtype"]["maxLength"] == node["node_type"]["maxLength"] == MAX_NAME_CHARACTERS
+
+
+# Which requests the ASGI app answers in the event loop.
+
+
+def tools_call(name: str, arguments: dict, **extra) -> bytes:
+    params = {"name": name, "arguments": arguments, "_meta": envelope(), **extra}
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        tools_call("get_node_types", {}),
+        tools_call("get_node_types", {"type_filter": "ACTION"}),
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
+        "",
+    ],
+)
+def test_fixed_cost_requests_are_answered_in_the_loop(body):
+    assert asgi._fixed_cost(body.encode(), body.encode())
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        tools_call("search_nodes", {"query": "send an email"}),
+        tools_call("get_node_details", {"nodes": [{"node_type": "ACTION", "subtype": "IF"}]}),
+        tools_call("some_workflow", {}),
+        # A second name, or a name written with escapes, is not taken for get_node_types.
+        tools_call("get_node_types", {}, name2="x").replace("name2", "name"),
+        '{"method": "tools/call", "params": {"name": "search\\u005fnodes"}}',
+        '{"method": "tools\\/call", "params": {"name": "search_nodes"}}',
+        json.dumps({"method": "resources/read", "params": {"uri": "nodespec://ACTION/IF"}}),
+        # Parsing and validating grows with the body, whatever it calls.
+        json.dumps({"method": "ping", "params": {"pad": "x" * asgi.INLINE_BODY_BYTES}}),
+    ],
+)
+def test_requests_whose_cost_grows_with_the_caller_go_to_a_thread(body):
+    assert not asgi._fixed_cost(body.encode(), body.encode())
+
+
+def test_a_legacy_sse_post_is_admitted_in_the_loop_only_when_small():
+    small, large = b'{"method": "ping"}', b'{"method": "ping", "pad": "%s"}' % (b"x" * 5000)
+    assert asgi._fixed_cost(small, None)
+    assert not asgi._fixed_cost(large, None)
