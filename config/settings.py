@@ -243,6 +243,13 @@ MCP_CLIENT_MAX_RESULT_BYTES = int(os.environ.get("MCP_CLIENT_MAX_RESULT_BYTES", 
 # was set, which then refuse to start (nodespecs/process_rights.py, docs/providers.md).
 PROVIDER_ALLOWED_COMMANDS = env_list("PROVIDER_ALLOWED_COMMANDS", "")
 
+# Node knowledge (issue 13): the longest search_nodes query answered. A search stems every
+# word of its query (tens of microseconds each); what a node should do fits in a few
+# sentences, and a 120,000-word query once held a process for 20 s. Over either limit, the
+# caller gets a tool error naming it.
+KNOWLEDGE_MAX_QUERY_CHARACTERS = env_int("KNOWLEDGE_MAX_QUERY_CHARACTERS", 1000)
+KNOWLEDGE_MAX_QUERY_TERMS = env_int("KNOWLEDGE_MAX_QUERY_TERMS", 100)
+
 # Graph workflows (docs/graphs.md).
 # A node's input, output or a run's result larger than this (JSON bytes) is stored as a marked
 # preview in the history, never silently dropped.

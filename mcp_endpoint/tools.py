@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nodespecs import knowledge
@@ -27,10 +28,15 @@ class StrictArguments(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def _max_length(limit: int) -> dict[str, int]:
-    """A `maxLength` for the input schema, so agents see the limit. The knowledge service
-    enforces it, with a message that says how to fix the call (pydantic's would not)."""
-    return {"maxLength": limit}
+# Length limits are shown in the input schemas, so agents see them, and enforced by the
+# knowledge service, whose message says how to fix the call (pydantic's would not).
+_NAME_LIMIT = {"maxLength": knowledge.MAX_NAME_CHARACTERS}
+
+
+def _query_limits(schema: dict[str, Any]) -> None:
+    """The query's limits (settings, read when the schema is first built, not at import)."""
+    schema["maxLength"] = settings.KNOWLEDGE_MAX_QUERY_CHARACTERS
+    schema["description"] += f" At most {settings.KNOWLEDGE_MAX_QUERY_TERMS} words."
 
 
 class GetNodeTypesArguments(StrictArguments):
@@ -44,11 +50,11 @@ class GetNodeTypesArguments(StrictArguments):
 class NodeRef(StrictArguments):
     node_type: str = Field(
         description="Node type, e.g. ACTION.",
-        json_schema_extra=_max_length(knowledge.MAX_NAME_CHARACTERS),
+        json_schema_extra=_NAME_LIMIT,
     )
     subtype: str = Field(
         description="Node subtype, e.g. HTTP_REQUEST.",
-        json_schema_extra=_max_length(knowledge.MAX_NAME_CHARACTERS),
+        json_schema_extra=_NAME_LIMIT,
     )
 
 
@@ -65,11 +71,8 @@ class GetNodeDetailsArguments(StrictArguments):
 class SearchNodesArguments(StrictArguments):
     query: str = Field(
         min_length=1,
-        description=(
-            "What the node should do, in plain words, e.g. 'send an email' (at most "
-            f"{knowledge.MAX_QUERY_TERMS} words)."
-        ),
-        json_schema_extra=_max_length(knowledge.MAX_QUERY_CHARACTERS),
+        description="What the node should do, in plain words, e.g. 'send an email'.",
+        json_schema_extra=_query_limits,
     )
     max_results: int = Field(
         default=10, ge=1, le=knowledge.MAX_SEARCH_RESULTS, description="Most results to return."
@@ -136,6 +139,9 @@ class ToolDefinition:
     arguments: type[StrictArguments]
     output_schema: dict[str, Any]
     handler: Callable[[Any], dict[str, Any]]
+    # The same small work whatever the arguments say: such a call may be answered in the
+    # event loop (mcp_endpoint/asgi.py); any other waits for a thread.
+    fixed_cost: bool = False
 
     def input_schema(self) -> dict[str, Any]:
         return _input_schema(self.arguments)
@@ -181,6 +187,7 @@ TOOLS: dict[str, ToolDefinition] = {
                 "additionalProperties": {"type": ["array", "string"], "items": {"type": "string"}},
             },
             handler=_get_node_types,
+            fixed_cost=True,
         ),
         ToolDefinition(
             name="get_node_details",

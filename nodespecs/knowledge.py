@@ -11,16 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
+
 from nodespecs.names import UnknownNodeType, resolve_node_type
 from nodespecs.registry import Registry, current_registry
 from nodespecs.search import words
 from nodespecs.specformat import NODE_TYPES
 
 MAX_SEARCH_RESULTS = 100
-# A search stems every word of its query (tens of microseconds each): what an agent writes
-# fits in a few sentences, and 120,000 words held a process for 20 s.
-MAX_QUERY_CHARACTERS = 1000
-MAX_QUERY_TERMS = 100
 # The longest name a spec can have (NodeSpec.subtype); correcting a name compares it with
 # the catalog's names, at a cost that grows with its length.
 MAX_NAME_CHARACTERS = 200
@@ -179,16 +177,18 @@ def get_node_details(
 
 def _check_query_size(query: str) -> None:
     """Refuse a query over the length or term limits before any of it is stemmed."""
-    if len(query) > MAX_QUERY_CHARACTERS:
+    limit = settings.KNOWLEDGE_MAX_QUERY_CHARACTERS
+    if len(query) > limit:
         raise KnowledgeError(
-            f"query has {len(query)} characters; the limit is {MAX_QUERY_CHARACTERS}. "
-            "Describe what the node should do in a sentence or two, e.g. 'send an email'."
+            f"query has {len(query)} characters; the limit is {limit} "
+            "(KNOWLEDGE_MAX_QUERY_CHARACTERS). Describe what the node should do in a sentence "
+            "or two, e.g. 'send an email'."
         )
-    term_count = len(words(query))
-    if term_count > MAX_QUERY_TERMS:
+    limit, term_count = settings.KNOWLEDGE_MAX_QUERY_TERMS, len(words(query))
+    if term_count > limit:
         raise KnowledgeError(
-            f"query has {term_count} terms (words and numbers); the limit is "
-            f"{MAX_QUERY_TERMS}. Describe what the node should do in a sentence or two."
+            f"query has {term_count} terms (words and numbers); the limit is {limit} "
+            "(KNOWLEDGE_MAX_QUERY_TERMS). Describe what the node should do in a sentence or two."
         )
 
 

@@ -13,8 +13,11 @@ import threading
 import time
 from urllib.parse import urlsplit
 
-from nodespecs.knowledge import MAX_QUERY_CHARACTERS, MAX_QUERY_TERMS
+from django.conf import settings
 
+# The server runs with the default settings, as this process does.
+MAX_QUERY_CHARACTERS = settings.KNOWLEDGE_MAX_QUERY_CHARACTERS
+MAX_QUERY_TERMS = settings.KNOWLEDGE_MAX_QUERY_TERMS
 SECONDS = 4.0
 ORDINARY_LIMIT_SECONDS = 1.0
 

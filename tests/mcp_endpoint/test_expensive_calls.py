@@ -7,18 +7,20 @@ import json
 import time
 
 import pytest
+from django.conf import settings
 
 from mcp_endpoint import asgi
 from nodespecs.knowledge import (
     MAX_NAME_CHARACTERS,
-    MAX_QUERY_CHARACTERS,
-    MAX_QUERY_TERMS,
     KnowledgeError,
     get_node_details,
     get_node_types,
     search_nodes,
 )
 from tests.mcp_endpoint.helpers import auth_headers, envelope, modern
+
+MAX_QUERY_CHARACTERS = settings.KNOWLEDGE_MAX_QUERY_CHARACTERS
+MAX_QUERY_TERMS = settings.KNOWLEDGE_MAX_QUERY_TERMS
 
 
 def query_of(characters: int) -> str:
@@ -38,7 +40,9 @@ def test_a_query_at_the_length_limit_is_searched_and_one_longer_is_refused(regis
     with pytest.raises(KnowledgeError) as caught:
         search_nodes(query_of(MAX_QUERY_CHARACTERS + 1), registry=registry)
     assert f"query has {MAX_QUERY_CHARACTERS + 1} characters" in str(caught.value)
-    assert f"the limit is {MAX_QUERY_CHARACTERS}" in str(caught.value)
+    assert f"the limit is {MAX_QUERY_CHARACTERS} (KNOWLEDGE_MAX_QUERY_CHARACTERS)" in str(
+        caught.value
+    )
 
 
 def test_a_query_at_the_term_limit_is_searched_and_one_with_more_is_refused(registry):
@@ -47,7 +51,17 @@ def test_a_query_at_the_term_limit_is_searched_and_one_with_more_is_refused(regi
     with pytest.raises(KnowledgeError) as caught:
         search_nodes(query_with(MAX_QUERY_TERMS + 1), registry=registry)
     assert f"query has {MAX_QUERY_TERMS + 1} terms" in str(caught.value)
-    assert f"the limit is {MAX_QUERY_TERMS}" in str(caught.value)
+    assert f"the limit is {MAX_QUERY_TERMS} (KNOWLEDGE_MAX_QUERY_TERMS)" in str(caught.value)
+
+
+def test_the_query_limits_are_settings(registry, settings):
+    settings.KNOWLEDGE_MAX_QUERY_CHARACTERS = 20
+    settings.KNOWLEDGE_MAX_QUERY_TERMS = 2
+    search_nodes("send email", registry=registry)
+    with pytest.raises(KnowledgeError, match="the limit is 2 "):
+        search_nodes("send an email", registry=registry)
+    with pytest.raises(KnowledgeError, match="the limit is 20 "):
+        search_nodes("send " + "e" * 20, registry=registry)
 
 
 @pytest.mark.parametrize("field", ["node_type", "subtype"])
@@ -64,7 +78,9 @@ def test_a_node_name_at_the_length_limit_is_looked_up_and_one_longer_is_refused(
 
 
 def test_a_type_filter_over_the_name_limit_is_refused(registry):
-    with pytest.raises(KnowledgeError, match=f"type_filter has .* the limit is {MAX_NAME_CHARACTERS}"):
+    with pytest.raises(
+        KnowledgeError, match=f"type_filter has .* the limit is {MAX_NAME_CHARACTERS}"
+    ):
         get_node_types("A" * (MAX_NAME_CHARACTERS + 1), registry=registry)
     with pytest.raises(KnowledgeError, match=f"the limit is {MAX_NAME_CHARACTERS}"):
         search_nodes("send", type_filter="A" * (MAX_NAME_CHARACTERS + 1), registry=registry)
