@@ -30,6 +30,7 @@ from django.db import close_old_connections
 
 from graphs.toolset import refresh_workflow_tools
 from mcp_endpoint import calls, protocol, sse, transport
+from mcp_endpoint.tools import TOOLS
 from nodespecs.registry import refresh_registry
 
 Scope = dict[str, Any]
@@ -54,12 +55,11 @@ _deliveries: set[asyncio.Task[None]] = set()
 Result = TypeVar("Result")
 # Only requests whose work stays small whatever the caller sends are answered in the event
 # loop, where it holds up every other request: a body over this size (parsing and validating
-# it grows with it; 4 KB takes tens of microseconds), a tool call other than get_node_types
+# it grows with it; 4 KB takes tens of microseconds), a call of a tool whose cost is not fixed
 # (search_nodes stems each word of its query; get_node_details may compare each of 50 names
 # with the whole catalog) and `resources/read` (which corrects a misspelt name the same way)
 # go to a thread.
 INLINE_BODY_BYTES = 4096
-_FIXED_COST_TOOLS = frozenset({b"get_node_types"})
 _TOOL_NAME = re.compile(rb'"name"\s*:\s*"([^"]*)"')
 
 
@@ -171,8 +171,8 @@ def _fixed_cost(received: bytes | None, message: bytes | None) -> bool:
         return False
     if b"tools/call" not in message:
         return True
-    names = _TOOL_NAME.findall(message)
-    return bool(names) and all(name in _FIXED_COST_TOOLS for name in names)
+    names = [name.decode("utf-8", "replace") for name in _TOOL_NAME.findall(message)]
+    return bool(names) and all(name in TOOLS and TOOLS[name].fixed_cost for name in names)
 
 
 def _threads() -> calls.Threads:
