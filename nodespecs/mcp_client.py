@@ -19,7 +19,9 @@ stopped if the probe gets no answer within `PROBE_SECONDS`; calls arriving meanw
 the verdict, then go to the same session or a restarted one.
 
 A tool's own failure (`isError: true`) is a normal result, returned to the caller; a result
-over `settings.MCP_CLIENT_MAX_RESULT_BYTES` of JSON is refused with a `DownstreamError`.
+over `settings.MCP_CLIENT_MAX_RESULT_BYTES` of JSON is refused with a `DownstreamError`: as
+soon as the message carrying it passes the limit while it arrives (`nodespecs.mcp_limits`;
+a stdio server is then restarted), else once parsed.
 Sessions unused for `IDLE_SECONDS` are closed.
 """
 
@@ -137,7 +139,9 @@ class _Live:
     def __init__(self, pool: _Pool, connection: Connection) -> None:
         self.pool = pool
         self.connection = connection
-        self.diagnostics = Diagnostics(connection.secrets)
+        self.diagnostics = Diagnostics(
+            connection.secrets, max_result_bytes=settings.MCP_CLIENT_MAX_RESULT_BYTES
+        )
         self.client: Client | None = None
         self.error: DownstreamError | None = None
         self.stopped = False

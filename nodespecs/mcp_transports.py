@@ -1,12 +1,18 @@
 """How each kind of downstream MCP server is reached, and what to say when reaching it fails.
 
-Used by `nodespecs.mcp_client` only. A transport here is the SDK's own (`stdio_client`,
-`streamable_http_client`, `sse_client`) wrapped so that a failure can be explained:
+Used by `nodespecs.mcp_client` only. A transport here is the SDK's own
+(`streamable_http_client`, `sse_client`), or for stdio ours (`nodespecs.mcp_stdio`, which reads
+long lines in linear time), wrapped so that a failure can be explained:
 a stdio server's stderr is kept (the last few KiB) and its exit status recorded, an HTTP
 server's last error status is remembered, and the end of the server's message stream is
 noticed so the pool can restart a dead server before sending it anything. What the server
 says is redacted (`nodespecs.secrets.redact`) of the connection's secrets before it enters a
 message or a log line: a server may print its own token, or echo the Authorization header.
+
+Every message is measured as it arrives, against MCP_CLIENT_MAX_RESULT_BYTES
+(`nodespecs.mcp_limits`): one over it fails its call at once as too large. A stdio or legacy
+SSE connection is then given up (the rest of the stream cannot be trusted to resynchronise);
+over Streamable HTTP only that request fails.
 
 A stdio server gets the SDK's safe environment (PATH, HOME...), this process's
 `npm_config_*` variables and the connection's own `env`, nothing else of ours.
@@ -27,11 +33,18 @@ import httpx2
 import pydantic
 from mcp.client._transport import TransportStreams
 from mcp.client.sse import sse_client
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED
 
+from nodespecs.mcp_limits import (
+    SDK_SSE_EVENT_BYTES,
+    TOO_LARGE_MARK,
+    count_as_it_arrives,
+    message_limit,
+)
+from nodespecs.mcp_stdio import stdio_transport
 from nodespecs.process_rights import command_refusal
 from nodespecs.secrets import redact
 
@@ -120,11 +133,16 @@ class StderrTail(asyncio.Protocol):
 
 
 class Diagnostics:
-    """What one live connection's transport saw, to explain its failures; what the server
-    said is kept with `secrets` (the connection's) redacted."""
+    """What one live connection allows and what its transport saw, to explain its failures;
+    what the server said is kept with `secrets` (the connection's) redacted.
+    `max_result_bytes` is MCP_CLIENT_MAX_RESULT_BYTES as the connection started."""
 
-    def __init__(self, secrets: tuple[str, ...] = ()) -> None:
+    def __init__(self, secrets: tuple[str, ...] = (), *, max_result_bytes: int) -> None:
         self.secrets = secrets
+        self.max_result_bytes = max_result_bytes
+        # Set when the connection was given up because a message passed the limit: every
+        # call failing with it is told so.
+        self.too_large = False
         self.stderr: StderrTail | None = None
         # The last HTTP error answer (status, reason), cleared by a successful answer.
         self.http_error: tuple[int, str] | None = None
@@ -137,6 +155,10 @@ class Diagnostics:
     def redact(self, text: str) -> str:
         """`text` (something the server said) without the connection's secrets."""
         return redact(text, self.secrets)
+
+    def note_too_large(self) -> None:
+        """The connection is being given up: a message from the server passed the limit."""
+        self.too_large = True
 
     def note_unreadable(self, error: Exception) -> None:
         self.unreadable += 1
@@ -238,12 +260,6 @@ def _inherited_npm_config() -> dict[str, str]:
 @asynccontextmanager
 async def _stdio(connection: Connection, diagnostics: Diagnostics) -> AsyncIterator[Any]:
     command = _resolve_command(connection)
-    parameters = StdioServerParameters(
-        command="/bin/sh",
-        args=["-c", _REPORT_EXIT, "sh", command, *connection.args],
-        env=_inherited_npm_config() | dict(connection.env) or None,
-        cwd=connection.cwd or None,
-    )
     read_fd, write_fd = os.pipe()
     diagnostics.stderr = StderrTail(connection.name, diagnostics.secrets)
     pipe, _ = await asyncio.get_running_loop().connect_read_pipe(
@@ -251,21 +267,35 @@ async def _stdio(connection: Connection, diagnostics: Diagnostics) -> AsyncItera
     )
     errlog = os.fdopen(write_fd, "w")
     try:
-        async with stdio_client(parameters, errlog=errlog) as streams:
+        async with stdio_transport(
+            ["/bin/sh", "-c", _REPORT_EXIT, "sh", command, *connection.args],
+            env=get_default_environment() | _inherited_npm_config() | dict(connection.env),
+            cwd=connection.cwd or None,
+            stderr=errlog,
+            max_message_bytes=message_limit(diagnostics.max_result_bytes, "stdio"),
+            on_too_large=diagnostics.note_too_large,
+        ) as streams:
             # The server holds its own copy now; closing ours lets the pipe end when it exits.
             errlog.close()
             yield streams
     finally:
         errlog.close()
         if not diagnostics.stderr.closed.is_set():
-            # A server that is still alive here was killed by the SDK; its pipe ends with it.
+            # A server that is still alive here was killed by the transport; its pipe ends
+            # with it.
             with anyio.move_on_after(_STDERR_SETTLE_SECONDS):
                 await diagnostics.stderr.closed.wait()
         pipe.close()
 
 
 def _http_client(connection: Connection, diagnostics: Diagnostics, **kwargs: Any) -> Any:
-    """An HTTP client that remembers the last error status, for error messages."""
+    """An HTTP client that remembers the last error status, for error messages, and stops
+    reading an answer (a body, an SSE event) as soon as it passes the size limit."""
+    limit = message_limit(diagnostics.max_result_bytes, connection.transport)
+    # The legacy SSE client gives up its whole connection when reading an event fails: every
+    # call in flight fails with it. Over Streamable HTTP only the one request fails, and the
+    # error the SDK makes up for it quotes ours.
+    on_too_large = diagnostics.note_too_large if connection.transport == "sse" else lambda: None
 
     async def note_status(response: httpx2.Response) -> None:
         diagnostics.http_error = (
@@ -273,6 +303,7 @@ def _http_client(connection: Connection, diagnostics: Diagnostics, **kwargs: Any
             if response.status_code >= 400
             else None
         )
+        count_as_it_arrives(response, limit, on_too_large)
 
     return httpx2.AsyncClient(
         **{"headers": dict(connection.headers), **kwargs},
@@ -319,12 +350,36 @@ def _transport(connection: Connection, diagnostics: Diagnostics) -> Any:
 async def _streamable_http(
     connection: Connection, diagnostics: Diagnostics, timeout: httpx2.Timeout
 ) -> AsyncIterator[Any]:
+    # The SDK's own limit on an SSE event (1 MiB by default) is set to ours, so that an answer
+    # MCP_CLIENT_MAX_RESULT_BYTES allows is not refused for coming as an event; ours counts
+    # the same bytes and more (line ends), so it is the one that trips, with our message.
+    limit = message_limit(diagnostics.max_result_bytes, connection.transport)
     # The SDK leaves a client it is given open: this one is closed here.
     async with (
         _http_client(connection, diagnostics, timeout=timeout) as http_client,
-        streamable_http_client(connection.url, http_client=http_client) as streams,
+        streamable_http_client(
+            connection.url, http_client=http_client, max_sse_event_size=limit
+        ) as streams,
     ):
         yield streams
+
+
+def _too_large(connection: Connection, diagnostics: Diagnostics, during: str) -> DownstreamError:
+    """An answer passed the limit while it arrived: which limit, and what to do."""
+    where = connection.describe()
+    limit = diagnostics.max_result_bytes
+    if message_limit(limit, connection.transport) == SDK_SSE_EVENT_BYTES:
+        return DownstreamError(
+            f"{where} sent an answer over the {SDK_SSE_EVENT_BYTES:,} bytes that the MCP SDK "
+            f"allows in one event of the legacy SSE transport {during} "
+            f"(MCP_CLIENT_MAX_RESULT_BYTES allows {limit:,}); ask the tool for less (a page, a "
+            "filter), or reach the server over Streamable HTTP."
+        )
+    return DownstreamError(
+        f"{where} sent an answer over the {limit:,} bytes that MCP_CLIENT_MAX_RESULT_BYTES "
+        f"allows {during}; ask the tool for less (a page, a filter), or raise "
+        "MCP_CLIENT_MAX_RESULT_BYTES."
+    )
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -387,6 +442,10 @@ async def explain(
     where = connection.describe()
     if isinstance(leaf, DownstreamError):
         return leaf
+    if diagnostics.too_large or (
+        isinstance(leaf, MCPError) and TOO_LARGE_MARK in leaf.error.message
+    ):
+        return _too_large(connection, diagnostics, during)
     if (isinstance(leaf, MCPError) and leaf.code == CONNECTION_CLOSED) or diagnostics.stream_ended:
         return DownstreamError(await _gone(connection, diagnostics, during))
     if isinstance(leaf, MCPError) and diagnostics.http_error:
