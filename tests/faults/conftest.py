@@ -20,7 +20,7 @@ from tests.peers import echo_server_command
 # up to PROBE_SECONDS more); the others allow for a server starting on a busy machine.
 NODE_TIMEOUT = 1.5
 QUIET_TOOLS = ("hang", "garbage", "sleep")
-FAULT_TOOLS = ("hang", "garbage", "huge", "exit", "crash", "pid", "sleep")
+FAULT_TOOLS = ("hang", "garbage", "huge", "trickle", "exit", "crash", "pid", "sleep")
 
 
 # `faulty_<tool>` calls a fault tool of the `faulty` server with the run's arguments;

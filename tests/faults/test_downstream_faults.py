@@ -1,9 +1,11 @@
-"""Downstream MCP servers that hang, crash, answer garbage or answer too much, met by real
-workflow runs in this process: each node fails with a message that says what happened, the
-run records it, other providers and runs go on, and nothing is left behind."""
+"""Downstream MCP servers that hang, crash, answer garbage or answer too much (at once or
+slowly), met by real workflow runs in this process: each node fails with a message that says
+what happened, the run records it, other providers and runs go on, and nothing is left
+behind."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +18,7 @@ from graphs.runs import workflow_call
 from nodespecs import mcp_client
 from nodespecs.mcp_client import Connection, DownstreamError
 from tests.faults.conftest import NODE_TIMEOUT, Holdings, wait_until
-from tests.peers import echo_http_server
+from tests.peers import echo_http_server, echo_server_command
 
 pytestmark = pytest.mark.slow
 
@@ -98,12 +100,78 @@ def test_an_http_server_answering_html_or_500_fails_the_call_and_the_next_works(
         assert mcp_client.call_tool(web, "add", {"a": 1, "b": 2}, timeout=10).structured_content
 
 
-def test_a_result_over_the_limit_fails_the_node_naming_size_and_setting(fault_workflows, settings):
+TOO_LARGE = "sent an answer over the {:,} bytes that MCP_CLIENT_MAX_RESULT_BYTES allows while"
+
+
+def test_a_result_just_over_the_limit_fails_the_node_naming_size_and_setting(
+    fault_workflows, settings
+):
+    """Within the JSON-RPC envelope's margin the answer arrives whole and is measured."""
     settings.MCP_CLIENT_MAX_RESULT_BYTES = 1_000_000
-    run = failed_run("faulty_huge", {"megabytes": 2})
-    assert "returned 2,000," in run.error
+    run = failed_run("faulty_huge", {"megabytes": 1.01})
+    assert "returned 1,010," in run.error
     assert "over the 1,000,000 that MCP_CLIENT_MAX_RESULT_BYTES allows" in run.error
     assert workflow_call(name="faulty_pid", arguments={}).succeeded
+
+
+def test_a_12_mb_answer_fails_the_node_at_once_as_too_large_and_the_server_is_replaced(
+    fault_workflows,
+):
+    """At the default limit (10 MB). Before, the SDK's stdio reader took the whole answer in
+    (1.3-3 s for 12 MB, 42 s for 50 MB, past a 30 s timeout) before anything measured it."""
+    before = server_pid()
+    started = time.monotonic()
+    run = failed_run("faulty_huge", {"megabytes": 12})
+    seconds = time.monotonic() - started
+    assert seconds < 3, f"refused after {seconds:.1f} s"
+    assert TOO_LARGE.format(10_000_000) + " handling tools/call 'huge'" in run.error
+    assert "ask the tool for less (a page, a filter), or raise MCP_CLIENT_MAX_RESULT_BYTES" in (
+        run.error
+    )
+    assert "did not answer" not in run.error
+    assert server_pid() != before
+
+
+def test_a_slow_answer_over_the_limit_fails_the_node_as_soon_as_it_passes_it(
+    fault_workflows, settings
+):
+    """3 MB at 1 MB/s with the limit at 1 MB: refused after about a second, not when the
+    answer ends (3 s) nor at the node's timeout (10 s)."""
+    settings.MCP_CLIENT_MAX_RESULT_BYTES = 1_000_000
+    before = server_pid()
+    started = time.monotonic()
+    run = failed_run("faulty_trickle", {"megabytes": 3, "per_second": 1})
+    seconds = time.monotonic() - started
+    assert 0.9 < seconds < 2.5, f"refused after {seconds:.1f} s"
+    assert TOO_LARGE.format(1_000_000) + " handling tools/call 'trickle'" in run.error
+    assert server_pid() != before
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "limit"),
+    [
+        ("huge", {"megabytes": 12}, 10_000_000),
+        ("trickle", {"megabytes": 3, "per_second": 1}, 1_000_000),
+        ("trickle", {"megabytes": 3, "per_second": 1, "sse": True}, 1_000_000),
+    ],
+    ids=["12_mb_json", "slow_json", "slow_sse_event"],
+)
+def test_an_answer_over_the_limit_over_streamable_http_fails_as_too_large_at_once(
+    monkeypatch, settings, tool, arguments, limit
+):
+    settings.MCP_CLIENT_MAX_RESULT_BYTES = limit
+    monkeypatch.setenv("ECHO_SERVER_FAULTS", "1")
+    with echo_http_server() as url:
+        web = Connection(name="web", transport="streamable_http", url=url)
+        mcp_client.call_tool(web, "pid", {})
+        started = time.monotonic()
+        with pytest.raises(DownstreamError) as failure:
+            mcp_client.call_tool(web, tool, arguments, timeout=20)
+        seconds = time.monotonic() - started
+        assert seconds < 2.5, f"refused after {seconds:.1f} s"
+        assert "MCP server 'web'" in str(failure.value)
+        assert TOO_LARGE.format(limit) + f" handling tools/call {tool!r}" in str(failure.value)
+        assert mcp_client.call_tool(web, "add", {"a": 1, "b": 2}, timeout=10).structured_content
 
 
 def rss_mb() -> float:
@@ -111,12 +179,24 @@ def rss_mb() -> float:
         return int(statm.read().split()[1]) * 4096 / 1e6
 
 
-def test_a_50_mb_answer_is_refused_without_the_memory_staying_taken(monkeypatch):
-    """Over Streamable HTTP (stdio's line reader in the SDK takes minutes for 50 MB, see
-    docs/providers.md); RSS is sampled while the answer is read."""
+@pytest.mark.parametrize("transport", ["stdio", "streamable_http"])
+def test_a_50_mb_answer_is_refused_quickly_without_the_memory_staying_taken(monkeypatch, transport):
+    """RSS is sampled while the answer arrives. Before, the SDK's stdio reader took 42 s of
+    CPU over 50 MB, and over HTTP the whole answer was read (RSS peak ~240 MB above)."""
     monkeypatch.setenv("ECHO_SERVER_FAULTS", "1")
-    with echo_http_server() as url:
-        web = Connection(name="web", transport="streamable_http", url=url)
+    with contextlib.ExitStack() as stack:
+        if transport == "stdio":
+            python, peer = echo_server_command()
+            web = Connection(
+                name="web",
+                transport="stdio",
+                command=python,
+                args=(peer,),
+                env=(("ECHO_SERVER_FAULTS", "1"),),
+            )
+        else:
+            url = stack.enter_context(echo_http_server())
+            web = Connection(name="web", transport="streamable_http", url=url)
         mcp_client.call_tool(web, "pid", {})
         before, peak, done = rss_mb(), [0.0], threading.Event()
 
@@ -126,16 +206,22 @@ def test_a_50_mb_answer_is_refused_without_the_memory_staying_taken(monkeypatch)
 
         sampler = threading.Thread(target=sample)
         sampler.start()
+        started = time.monotonic()
         try:
-            with pytest.raises(DownstreamError, match="MCP_CLIENT_MAX_RESULT_BYTES"):
+            with pytest.raises(DownstreamError, match=TOO_LARGE.format(10_000_000)):
                 mcp_client.call_tool(web, "huge", {"megabytes": 50}, timeout=30)
         finally:
+            seconds = time.monotonic() - started
             done.set()
             sampler.join()
         after = rss_mb()
-    print(f"RSS before {before:.0f} MB, peak {peak[0]:.0f} MB, after {after:.0f} MB")
-    # The answer is read and parsed once (about 5 copies of 50 MB at the peak), then freed.
-    assert peak[0] - before < 400
+    print(
+        f"{transport}: refused in {seconds:.2f} s; "
+        f"RSS before {before:.0f} MB, peak {peak[0]:.0f} MB, after {after:.0f} MB"
+    )
+    assert seconds < 5
+    # At most the first 10 MB is held (with a copy or two), then freed.
+    assert peak[0] - before < 150
     assert after - before < 100
 
 
@@ -186,6 +272,7 @@ def test_faulty_calls_leave_no_process_file_or_session_behind(fault_workflows, s
         ("faulty_garbage", {"kind": "not_a_result"}),
         ("faulty_garbage", {"kind": "bytes"}),
         ("faulty_huge", {"megabytes": 2}),
+        ("faulty_trickle", {"megabytes": 3, "per_second": 2}),
         ("faulty_hang", {}),
     ]
     for name, arguments in faults:

@@ -3,7 +3,11 @@ Streamable HTTP, and commands that fail in the ways servers fail."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import inspect
 import os
+import re
 import signal
 import sys
 import threading
@@ -11,10 +15,20 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx2
 import pytest
+from mcp.shared._httpx_utils import sse_within_origin
 
 from nodespecs import mcp_client
 from nodespecs.mcp_client import Connection, DownstreamError, DownstreamTimeout
+from nodespecs.mcp_limits import (
+    SDK_SSE_EVENT_BYTES,
+    TOO_LARGE_MARK,
+    BodyTooLarge,
+    EventTooLarge,
+    count_as_it_arrives,
+)
+from nodespecs.mcp_stdio import LineSplitter, MessageTooLarge
 from tests.peers import echo_http_server, echo_server_command, free_port
 
 pytestmark = pytest.mark.slow
@@ -309,3 +323,169 @@ def test_the_connection_repr_leaves_out_env_and_headers():
 def test_an_unknown_transport_is_refused_with_the_valid_ones():
     with pytest.raises(ValueError, match="'websocket' is not one of stdio, streamable_http, sse"):
         Connection(name="w", transport="websocket", url="ws://127.0.0.1")
+
+
+# Answers over MCP_CLIENT_MAX_RESULT_BYTES, refused while they arrive (nodespecs/mcp_limits.py).
+
+
+def test_the_stdio_line_splitter_is_linear_in_a_long_line_and_refuses_it_at_the_limit():
+    splitter = LineSplitter(limit=60_000_000)
+    piece = b"x" * 4096
+    started = time.monotonic()
+    for _ in range(50_000_000 // len(piece)):
+        assert splitter.feed(piece) == []
+    [line] = splitter.feed(b"\n")
+    # The SDK's reader joins every chunk to the line as text: ~12,000 copies of up to 50 MB.
+    assert time.monotonic() - started < 5
+    assert len(line) == 50_000_000 // len(piece) * len(piece)
+
+    splitter = LineSplitter(limit=10)
+    assert splitter.feed(b'{"a": 1}\n{"b"') == [bytearray(b'{"a": 1}')]
+    assert splitter.feed(b": 222}") == []  # 10 bytes pending: at the limit, not over it
+    with pytest.raises(MessageTooLarge):
+        splitter.feed(b"3")  # the 11th byte, before any newline
+    with pytest.raises(MessageTooLarge):
+        LineSplitter(limit=10).feed(b"12345678901\n")  # a whole line over it, in one chunk
+
+
+async def _chunks(pieces: list[bytes], sent: list[int]):
+    for piece in pieces:
+        sent.append(len(piece))
+        yield piece
+
+
+@pytest.mark.parametrize(
+    ("content_type", "pieces", "refused"),
+    [
+        # A body counts as a whole, however it is cut.
+        ("application/json", [b"x" * 60] * 2, False),
+        ("application/json", [b"x" * 60] * 3, True),
+        # An event stream counts event by event, whatever line ends it uses.
+        ("text/event-stream", [b"data: " + b"x" * 80 + b"\n\n"] * 5, False),
+        ("text/event-stream", [b"data: " + b"x" * 80 + b"\r\n\r\n"] * 5, False),
+        ("text/event-stream", [b"data: " + b"x" * 80 + b"\r\r"] * 5, False),
+        ("text/event-stream", [b"data: " + b"x" * 80 + b"\n\r\n"] * 5, False),
+        # An empty line cut between two chunks still ends its event.
+        ("text/event-stream", [b"data: " + b"x" * 80 + b"\r", b"\n\r\ndata: " + b"y" * 80], False),
+        # A CRLF is one line end: lines without an empty one between them are one event.
+        ("text/event-stream", [b"data: " + b"x" * 40 + b"\r\n"] * 4, True),
+        ("text/event-stream", [b"data: " + b"x" * 40 + b"\r\n"] * 2 + [b"\r\n"] * 20, False),
+    ],
+)
+def test_an_http_answer_is_counted_as_it_arrives(content_type, pieces, refused):
+    sent: list[int] = []
+    response = httpx2.Response(
+        200, headers={"content-type": content_type}, content=_chunks(pieces, sent)
+    )
+    noted: list[bool] = []
+    count_as_it_arrives(response, 150, lambda: noted.append(True))
+    if not refused:
+        assert asyncio.run(response.aread()) == b"".join(pieces)
+        assert noted == []
+        return
+    error = BodyTooLarge if content_type == "application/json" else EventTooLarge
+    with pytest.raises(error, match=re.escape(TOO_LARGE_MARK)):
+        asyncio.run(response.aread())
+    assert noted == [True]
+    assert len(sent) == len(pieces), "refused at the piece that passed the limit"
+
+
+def test_a_slow_http_answer_is_refused_as_soon_as_it_passes_the_limit():
+    sent: list[int] = []
+    body = _chunks([b"x" * 100] * 1000, sent)
+    response = httpx2.Response(200, headers={"content-type": "application/json"}, content=body)
+    count_as_it_arrives(response, 1000, lambda: None)
+    with pytest.raises(BodyTooLarge):
+        asyncio.run(response.aread())
+    assert len(sent) == 11
+
+
+def test_the_sdk_still_caps_a_legacy_sse_event_where_we_think():
+    """The SSE transport cannot carry an event over the SDK's cap; the error message names it
+    (`SDK_SSE_EVENT_BYTES`), so it must be the SDK's."""
+    default = inspect.signature(sse_within_origin).parameters["max_event_size"].default
+    assert default == SDK_SSE_EVENT_BYTES
+
+
+def test_a_12_mb_stdio_answer_fails_at_once_as_too_large_and_the_server_is_replaced():
+    connection = echo(ECHO_SERVER_FAULTS="1")
+    before = server_pid(connection)
+    started = time.monotonic()
+    with pytest.raises(DownstreamError) as failure:
+        mcp_client.call_tool(connection, "huge", {"megabytes": 12}, timeout=30)
+    seconds = time.monotonic() - started
+    message = str(failure.value)
+    assert seconds < 3, f"refused after {seconds:.1f} s"
+    assert not isinstance(failure.value, DownstreamTimeout)
+    assert "MCP server 'echo'" in message
+    assert "sent an answer over the 10,000,000 bytes that MCP_CLIENT_MAX_RESULT_BYTES" in message
+    assert "while handling tools/call 'huge'" in message
+    assert "raise MCP_CLIENT_MAX_RESULT_BYTES" in message
+    # The connection was given up: the next call gets a new server, and the old one is gone.
+    assert server_pid(connection) != before
+    wait_until(lambda: not is_running(before), seconds=10)
+
+
+@pytest.mark.parametrize(
+    ("transport", "server_args", "arguments"),
+    [
+        ("stdio", (), {}),
+        ("streamable_http", (), {}),
+        ("streamable_http", (), {"sse": True}),
+    ],
+)
+def test_a_slow_answer_over_the_limit_fails_as_soon_as_it_passes_it(
+    settings, monkeypatch, transport, server_args, arguments
+):
+    """3 MB at 1 MB/s with the limit at 1 MB: refused after about 1 s, not when the answer
+    ends (3 s) or at the call's timeout."""
+    settings.MCP_CLIENT_MAX_RESULT_BYTES = 1_000_000
+    monkeypatch.setenv("ECHO_SERVER_FAULTS", "1")
+    with contextlib.ExitStack() as stack:
+        if transport == "stdio":
+            connection = echo(ECHO_SERVER_FAULTS="1")
+        else:
+            url = stack.enter_context(echo_http_server(*server_args))
+            connection = Connection(name="web", transport=transport, url=url)
+        server_pid(connection)
+        started = time.monotonic()
+        with pytest.raises(DownstreamError) as failure:
+            mcp_client.call_tool(
+                connection, "trickle", {"megabytes": 3, "per_second": 1, **arguments}, timeout=20
+            )
+        seconds = time.monotonic() - started
+        assert 0.9 < seconds < 2.5, f"refused after {seconds:.1f} s"
+        assert "sent an answer over the 1,000,000 bytes that MCP_CLIENT_MAX_RESULT_BYTES" in str(
+            failure.value
+        )
+        assert mcp_client.call_tool(connection, "add", {"a": 1, "b": 2}).structured_content
+
+
+@pytest.mark.parametrize(
+    ("limit", "expected"),
+    [
+        (
+            10_000_000,
+            "sent an answer over the 1,048,576 bytes that the MCP SDK allows in one event of the "
+            "legacy SSE transport while handling tools/call 'huge' (MCP_CLIENT_MAX_RESULT_BYTES "
+            "allows 10,000,000); ask the tool for less (a page, a filter), or reach the server "
+            "over Streamable HTTP.",
+        ),
+        (
+            500_000,
+            "sent an answer over the 500,000 bytes that MCP_CLIENT_MAX_RESULT_BYTES allows while "
+            "handling tools/call 'huge'",
+        ),
+    ],
+)
+def test_an_answer_over_the_limit_of_legacy_sse_names_the_limit_that_applies(
+    settings, monkeypatch, limit, expected
+):
+    settings.MCP_CLIENT_MAX_RESULT_BYTES = limit
+    monkeypatch.setenv("ECHO_SERVER_FAULTS", "1")
+    with echo_http_server("--sse") as url:
+        connection = Connection(name="old-web", transport="sse", url=url)
+        with pytest.raises(DownstreamError) as failure:
+            mcp_client.call_tool(connection, "huge", {"megabytes": 2}, timeout=10)
+        assert expected in str(failure.value)
+        assert mcp_client.call_tool(connection, "add", {"a": 1, "b": 2}).structured_content

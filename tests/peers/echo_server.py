@@ -19,6 +19,10 @@ the listing above stays what other tests expect:
   `result` is no CallToolResult). Over HTTP the request is answered instead with `html` (200
   with an HTML page) or `http_500` (a 500 error).
 - `huge(megabytes)`: returns a text of that many MB (1 MB = 1,000,000 characters).
+- `trickle(megabytes, per_second, sse=False)`: answers with a text of that many MB written
+  slowly, `per_second` MB a second, as a server streaming a long answer would. Over stdio it
+  writes the JSON-RPC answer itself, in pieces; over Streamable HTTP the POST is answered
+  with a body (or, with `sse`, one event) streamed in pieces. It then never answers properly.
 - `exit(code)`: ends the process with `code` before answering, without a word on stderr.
 
 Run it over stdio with `python tests/peers/echo_server.py` (use `sys.executable`), or over
@@ -125,13 +129,53 @@ def huge(megabytes: float) -> str:
     return "x" * int(megabytes * 1_000_000)
 
 
+# Pieces of a trickled answer, and the JSON-RPC around its text (the answer is written by hand
+# to control how fast it goes out).
+_TRICKLE_PIECE = 64 * 1024
+
+
+def _trickled_answer(request_id: Any, megabytes: float) -> bytes:
+    text = "x" * int(megabytes * 1_000_000)
+    result = {"content": [{"type": "text", "text": text}], "resultType": "complete"}
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}).encode()
+
+
+async def trickle(megabytes: float, per_second: float, ctx: Context, sse: bool = False) -> str:
+    """Answer with `megabytes` MB of text, `per_second` MB a second (stdio; HTTP: see
+    `_http_faults`), then never properly."""
+    if _wire_fd is None:
+        raise ToolError("trickle is answered by the HTTP wrapper over HTTP")
+    answer = _trickled_answer(int(ctx.request_id), megabytes) + b"\n"
+    pause = _TRICKLE_PIECE / (per_second * 1_000_000)
+    for start in range(0, len(answer), _TRICKLE_PIECE):
+        await _write_all(_wire_fd, answer[start : start + _TRICKLE_PIECE])
+        await anyio.sleep(pause)
+    await anyio.sleep_forever()
+    return "unreachable"
+
+
+async def _write_all(fd: int, data: bytes) -> None:
+    """Write all of `data` to `fd`, which the SDK may have made non-blocking."""
+    while data:
+        try:
+            data = data[os.write(fd, data) :]
+        except BlockingIOError:
+            await anyio.sleep(0.005)
+
+
 def exit_process(code: int) -> str:
     """End the process with `code` before answering, saying nothing on stderr."""
     os._exit(code)
 
 
 TOOLS = {tool.__name__: tool for tool in (echo, add, sleep, pid, crash, fail)}
-FAULT_TOOLS = {"hang": hang, "garbage": garbage, "huge": huge, "exit": exit_process}
+FAULT_TOOLS = {
+    "hang": hang,
+    "garbage": garbage,
+    "huge": huge,
+    "trickle": trickle,
+    "exit": exit_process,
+}
 
 
 async def paginate_tools(ctx: Any, call_next: Any) -> Any:
@@ -181,7 +225,8 @@ def _require_token(app: Any, token: str) -> Any:
 
 
 def _http_faults(app: Any) -> Any:
-    """Wrap an ASGI app so that a `garbage` call with an HTTP kind gets that HTTP answer."""
+    """Wrap an ASGI app so that a `garbage` call with an HTTP kind gets that HTTP answer, and
+    a `trickle` call its slow answer."""
 
     async def faulty(scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -192,11 +237,15 @@ def _http_faults(app: Any) -> Any:
             messages.append(await receive())
             body += messages[-1].get("body", b"")
         try:
-            params = json.loads(body).get("params") or {}
+            request = json.loads(body)
+            params = request.get("params") or {}
             called = params.get("name") == "garbage"
             kind = params.get("arguments", {}).get("kind") if called else ""
         except (ValueError, AttributeError):
-            kind = ""
+            request, params, kind = {}, {}, ""
+        if params.get("name") == "trickle":
+            await _trickle_over_http(send, receive, request.get("id"), **params["arguments"])
+            return
         if kind in HTTP_GARBAGE:
             status, content_type, page = (
                 (200, b"text/html", b"<html><body>Welcome to nginx!</body></html>")
@@ -215,6 +264,39 @@ def _http_faults(app: Any) -> Any:
         await app(scope, replayed, send)
 
     return faulty
+
+
+async def _trickle_over_http(
+    send: Any,
+    receive: Any,
+    request_id: Any,
+    megabytes: float,
+    per_second: float,
+    sse: bool = False,
+) -> None:
+    """Answer a `trickle` call: its JSON-RPC answer as the body, or as one SSE event, sent
+    `per_second` MB a second until it ends or the client hangs up."""
+    answer = _trickled_answer(request_id, megabytes)
+    content_type = b"application/json"
+    if sse:
+        answer, content_type = b"event: message\ndata: " + answer + b"\n\n", b"text/event-stream"
+    headers = [(b"content-type", content_type)]
+    pause = _TRICKLE_PIECE / (per_second * 1_000_000)
+    async with anyio.create_task_group() as tasks:
+
+        async def stop_when_the_client_hangs_up() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            tasks.cancel_scope.cancel()
+
+        tasks.start_soon(stop_when_the_client_hangs_up)
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        for start in range(0, len(answer), _TRICKLE_PIECE):
+            piece = answer[start : start + _TRICKLE_PIECE]
+            await send({"type": "http.response.body", "body": piece, "more_body": True})
+            await anyio.sleep(pause)
+        await send({"type": "http.response.body", "body": b""})
+        tasks.cancel_scope.cancel()
 
 
 def _reject_authorization(status: int) -> Any:
