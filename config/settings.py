@@ -254,6 +254,19 @@ KNOWLEDGE_MAX_QUERY_TERMS = env_int("KNOWLEDGE_MAX_QUERY_TERMS", 100)
 # A node's input, output or a run's result larger than this (JSON bytes) is stored as a marked
 # preview in the history, never silently dropped.
 GRAPHS_MAX_PAYLOAD_BYTES = int(os.environ.get("GRAPHS_MAX_PAYLOAD_BYTES", str(256 * 1024)))
+# The highest executionLimits any workflow may set (graphs/limits.py): a save or import above
+# either is refused naming it, and a workflow stored above one runs capped at it. A run writes
+# a history row per node execution and the engine keeps each output for the history
+# functions, so 10,000 (ten times the default maxNodeExecutions of 1,000) bounds both a run's
+# rows and its memory; 10 minutes (twice the default maxExecutionTimeMs) bounds how long one
+# run holds a direct-run thread or a worker.
+GRAPHS_MAX_NODE_EXECUTIONS_CEILING = env_int("GRAPHS_MAX_NODE_EXECUTIONS_CEILING", 10_000)
+GRAPHS_MAX_EXECUTION_TIME_MS_CEILING = env_int("GRAPHS_MAX_EXECUTION_TIME_MS_CEILING", 600_000)
+if not GRAPHS_MAX_NODE_EXECUTIONS_CEILING or not GRAPHS_MAX_EXECUTION_TIME_MS_CEILING:
+    raise ImproperlyConfigured(
+        "GRAPHS_MAX_NODE_EXECUTIONS_CEILING and GRAPHS_MAX_EXECUTION_TIME_MS_CEILING must be 1 "
+        "or more: no workflow could run under a ceiling of 0."
+    )
 
 
 def env_seconds(name: str, default: float) -> float:

@@ -31,6 +31,7 @@ from graphs.engine import (
     parse_tool,
 )
 from graphs.history import HistoryRecorder, Progress, reconnecting
+from graphs.limits import ceiling_explained, limits_for_run
 from graphs.models import Run, Workflow, WorkflowVersion
 from graphs.payloads import mask_secrets, storable
 from graphs.services import limits_from_mapping
@@ -281,6 +282,9 @@ def _execute(
 ) -> RunOutcome:
     """Run the engine on a started run, with its heartbeat, and record how it ended."""
     recorder = HistoryRecorder(run, progress)
+    # Capped here, not when the version was saved: a workflow stored before a ceiling was
+    # lowered still runs, within the ceiling in force now.
+    limits = limits_for_run(prepared.limits)
     started = time.perf_counter()
     with liveness.registry.watching(run.pk, cancel) as token:
         try:
@@ -288,12 +292,13 @@ def _execute(
                 prepared.compiled,
                 arguments,
                 call_tool=_downstream(prepared.servers),
-                limits=prepared.limits,
+                limits=limits,
                 observer=recorder,
                 cancel=token,
             )
         except GraphRunError as exc:
-            return _finish(run, recorder, started, error=exc)
+            error = ceiling_explained(exc, prepared.limits, limits)
+            return _finish(run, recorder, started, error=error)
         except Exception as exc:
             logger.exception("Run %s of %s failed unexpectedly", run.pk, run.workflow_name)
             message = f"Internal error ({exc.__class__.__name__}: {exc}); it is logged."

@@ -14,6 +14,7 @@ from django.db import transaction
 
 from graphs import toolset
 from graphs.engine import DefinitionError, ExecutionLimits, ToolGraph, parse_tool, tool_to_dict
+from graphs.limits import limits_above_ceilings
 from graphs.models import Workflow, WorkflowVersion
 from nodespecs.audit import Caller
 from nodespecs.mcp_client import Connection
@@ -71,7 +72,9 @@ def workflow_validate(workflow: Workflow) -> ToolGraph:
         raise ValidationError(
             {"name": f"{workflow.name!r} is a built-in tool of this server; choose another name."}
         )
-    limits_from_mapping(workflow.limits)
+    above = limits_above_ceilings(limits_from_mapping(workflow.limits))
+    if above:
+        raise ValidationError({"limits": above})
     if not isinstance(workflow.servers, dict):
         raise ValidationError({"servers": "Map each server name the nodes use to a provider id."})
     if workflow.servers:

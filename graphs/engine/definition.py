@@ -59,6 +59,14 @@ class ExecutionLimits:
     max_node_executions: int = 1000
     max_execution_time_ms: int = 300000
 
+    def capped(self, ceilings: ExecutionLimits) -> ExecutionLimits:
+        """These limits, each lowered to its ceiling where it is above it: the server's
+        ceilings bound every run, whatever its definition asks for."""
+        return ExecutionLimits(
+            max_node_executions=min(self.max_node_executions, ceilings.max_node_executions),
+            max_execution_time_ms=min(self.max_execution_time_ms, ceilings.max_execution_time_ms),
+        )
+
 
 @dataclass(frozen=True)
 class ServerConfig:
