@@ -4,8 +4,10 @@ An `mcp` node can take seconds, so its row is written when it starts (status `ru
 completed when it ends: a crash mid-call leaves that row behind. Transform and switch nodes
 take microseconds; a row per node written one by one would cost more than the run itself, so
 their finished rows are collected and written together (COPY on PostgreSQL), before the next
-`mcp` node, at most `FLUSH_SECONDS` after the first of them finished, and when the run ends.
-A crash loses at most that window of in-memory steps, never an outside call.
+`mcp` node, at most `FLUSH_SECONDS` after the first of them finished, once `FLUSH_ROWS` rows
+or `FLUSH_BYTES` of payloads are waiting, and when the run ends. A crash loses at most that
+window of in-memory steps, never an outside call. Nothing else is kept per execution, so the
+recorder's memory is the same for a run of ten nodes or of ten thousand.
 
 A node's input is the output of the execution before it, so it is not stored twice: pages
 read it from the previous row.
@@ -34,6 +36,10 @@ from graphs.payloads import encoded
 logger = logging.getLogger(__name__)
 
 FLUSH_SECONDS = 0.2
+# Fast nodes with large outputs would otherwise gather FLUSH_SECONDS' worth of payloads (each
+# up to GRAPHS_MAX_PAYLOAD_BYTES) in memory before a write.
+FLUSH_ROWS = 1000
+FLUSH_BYTES = 4 * 1024 * 1024
 T = TypeVar("T")
 
 # progress(done, message): one call per finished node.
@@ -125,6 +131,7 @@ class HistoryRecorder(NullObserver):
         self.truncated = False
         self._pending: list[_Row] = []
         self._pending_since = 0.0
+        self._pending_bytes = 0
         # Execution indexes of rows written at start (mcp nodes), to complete at the end.
         self._open: set[int] = set()
 
@@ -138,6 +145,7 @@ class HistoryRecorder(NullObserver):
         if self._pending:
             reconnecting(lambda: write_rows(self._pending))
             self._pending = []
+            self._pending_bytes = 0
 
     def _row(
         self, record: NodeRecord, status: str, detail: str, output: str | None, truncated: bool
@@ -194,8 +202,13 @@ class HistoryRecorder(NullObserver):
             self._pending.append(
                 self._row(record, status, detail, output, detail_cut or output_cut)
             )
-            failed = status == NodeExecution.Status.FAILED
-            if failed or time.monotonic() - self._pending_since >= FLUSH_SECONDS:
+            self._pending_bytes += len(detail) + len(output)
+            if (
+                status == NodeExecution.Status.FAILED
+                or len(self._pending) >= FLUSH_ROWS
+                or self._pending_bytes >= FLUSH_BYTES
+                or time.monotonic() - self._pending_since >= FLUSH_SECONDS
+            ):
                 self.flush()
         if self.progress is not None:
             self.progress(self.node_count, f"{record.node_id} {status}")

@@ -8,6 +8,12 @@ iterations costs O(n) overall however its expressions look back:
   ``$nodeExecutions``);
 - ``context``: each node's latest output, the ``$`` every expression is evaluated against
   (``$.node_id``). It is one dict updated in place, never rebuilt or copied.
+
+The three hold the same output objects, never copies, and every output is kept because
+``$previousNode(n)`` and ``$nodeExecution(id, i)`` may reach any of them: a run's memory grows
+with its executions and is bounded by ``maxNodeExecutions`` (itself capped by the server's
+ceiling). Each function is O(1) but ``$nodeExecutions(id)``, which copies that node's list
+(O(its executions)), so a loop calling it every iteration is quadratic within that bound.
 """
 
 from __future__ import annotations
