@@ -30,6 +30,7 @@ from graphs.engine import (
     execute,
     parse_tool,
 )
+from graphs.engine.regex import RegexNotSupported
 from graphs.history import HistoryRecorder, Progress, reconnecting
 from graphs.limits import ceiling_explained, limits_for_run
 from graphs.models import Run, Workflow, WorkflowVersion
@@ -106,9 +107,16 @@ def _check_arguments(name: str, validator: Any, arguments: Any) -> None:
         raise WorkflowCallError(
             f"Arguments for {name} must be an object, not {type(arguments).__name__}."
         )
+    try:
+        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    except RegexNotSupported as exc:  # a schema saved before patterns ran on RE2
+        raise WorkflowCallError(
+            f"The inputSchema of {name} cannot be checked: {exc}. Fix the pattern and save "
+            "the workflow again."
+        ) from None
     problems = [
         f"{'.'.join(str(part) for part in error.absolute_path) or 'arguments'}: {error.message}"
-        for error in sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+        for error in errors
     ]
     if problems:
         raise WorkflowCallError(

@@ -32,6 +32,7 @@ from graphs.engine.definition import (
 )
 from graphs.engine.errors import DefinitionError, located
 from graphs.engine.loading import load_yaml
+from graphs.engine.regex import schema_pattern_problems
 from graphs.engine.servers import parse_servers
 
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
@@ -262,6 +263,9 @@ def _schema(raw: Mapping, key: str, tool: str, problems: list[str]) -> dict[str,
             "as in {type: object, properties: {...}}"
         )
         return None
+    problems.extend(
+        f"{located(tool, field=key)}: {problem}" for problem in schema_pattern_problems(schema)
+    )
     return copy.deepcopy(dict(schema))
 
 

@@ -27,6 +27,7 @@ checks the evaluation's time bound between matches, so the bound fires during th
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -37,6 +38,8 @@ from jsonata import datetimeutils
 from jsonata.functions import Functions
 from jsonata.jsonata import Jsonata
 from jsonata.regex_engine import RegexFlags
+from jsonschema import _keywords as jsonschema_keywords
+from jsonschema import _utils as jsonschema_utils
 
 #: Memory one compiled pattern may use, for its program and its matching caches. RE2's own
 #: default is 8 MB; this is enough for any pattern a workflow needs (``\p{L}{50}`` fits) while
@@ -247,10 +250,61 @@ class _SafeFunctions:
 FORMAT_NUMBER = Jsonata.function("formatNumber", "<n-so?:s>", _SafeFunctions, "format_number")
 
 
-def install() -> None:
-    """Make jsonata's date-picture parser compile on RE2 (once per process; idempotent).
+class _SchemaRegex:
+    """The one name jsonschema takes from ``re``, ``search``, matching on RE2.
 
-    The parser reads ``re`` from its module's globals; every jsonata expression in this
-    process is the engine's, so replacing that name affects nothing else.
+    A workflow's inputSchema is the author's and the arguments are the caller's, so a
+    ``pattern`` of ``^(a+)+$`` would otherwise backtrack over caller text exactly as a JSONata
+    literal would; so would a downstream server's outputSchema over its own answer.
+    """
+
+    @staticmethod
+    def search(pattern: str, text: str) -> Any:
+        return _schema_regex(pattern).search(text)
+
+
+@functools.lru_cache(maxsize=256)
+def _schema_regex(pattern: str) -> Regex:
+    return compile_regex(pattern, RegexFlags())
+
+
+def schema_pattern_problems(schema: Any) -> list[str]:
+    """Why each ``pattern`` and ``patternProperties`` key of a JSON Schema cannot run on RE2.
+
+    Checked when a definition is saved, so that a schema whose patterns RE2 refuses is
+    refused then, naming the construct, rather than failing every call.
+    """
+    problems = []
+    pending = [schema]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, list):
+            pending.extend(node)
+            continue
+        if not isinstance(node, Mapping):
+            continue
+        patterns = []
+        if isinstance(node.get("pattern"), str):
+            patterns.append(node["pattern"])
+        if isinstance(node.get("patternProperties"), Mapping):
+            patterns.extend(str(key) for key in node["patternProperties"])
+        for pattern in patterns:
+            try:
+                _schema_regex(pattern)
+            except RegexNotSupported as exc:
+                problems.append(str(exc))
+        pending.extend(node.values())
+    return problems
+
+
+def install() -> None:
+    """Make jsonata's date-picture parser and jsonschema's patterns run on RE2 (once per
+    process; idempotent).
+
+    Both read ``re`` from their modules' globals. Every jsonata expression in this process is
+    the engine's, and every JSON Schema it checks comes from a workflow author or a
+    downstream server, so replacing those names takes nothing away that others rely on.
     """
     datetimeutils.re = _PictureRegex
+    jsonschema_keywords.re = _SchemaRegex
+    jsonschema_utils.re = _SchemaRegex

@@ -1,5 +1,5 @@
-"""The engine stays plain Python: it imports only the standard library and its five libraries
-(re2 runs its regexes in linear time)."""
+"""The engine stays plain Python: it imports only the standard library and its six libraries
+(re2 runs its regexes in linear time, jsonschema checks a workflow's schemas on it)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import graphs.engine
 
-ALLOWED = {"mcp", "jsonata", "json_logic", "yaml", "re2", "graphs"}
+ALLOWED = {"mcp", "jsonata", "json_logic", "yaml", "re2", "jsonschema", "graphs"}
 
 
 def test_the_engine_imports_nothing_but_the_standard_library_and_its_libraries():
