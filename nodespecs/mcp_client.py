@@ -44,14 +44,8 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, CallToolResult, Tool
 
-from nodespecs.mcp_transports import (
-    Diagnostics,
-    DownstreamError,
-    DownstreamTimeout,
-    explain,
-    logger,
-    open_transport,
-)
+from nodespecs.mcp_errors import DownstreamError, DownstreamTimeout, explain
+from nodespecs.mcp_transports import Diagnostics, logger, open_transport
 
 __all__ = [
     "TRANSPORTS",

@@ -1,13 +1,14 @@
-"""How each kind of downstream MCP server is reached, and what to say when reaching it fails.
+"""How each kind of downstream MCP server is reached, and what its transport saw.
 
 Used by `nodespecs.mcp_client` only. A transport here is the SDK's own
 (`streamable_http_client`, `sse_client`), or for stdio ours (`nodespecs.mcp_stdio`, which reads
-long lines in linear time), wrapped so that a failure can be explained:
-a stdio server's stderr is kept (the last few KiB) and its exit status recorded, an HTTP
-server's last error status is remembered, and the end of the server's message stream is
-noticed so the pool can restart a dead server before sending it anything. What the server
-says is redacted (`nodespecs.secrets.redact`) of the connection's secrets before it enters a
-message or a log line: a server may print its own token, or echo the Authorization header.
+long lines in linear time), wrapped so that a failure can be explained
+(`nodespecs.mcp_errors.explain`): a stdio server's stderr is kept (the last few KiB) and its
+exit status recorded, an HTTP server's last error status is remembered, and the end of the
+server's message stream is noticed so the pool can restart a dead server before sending it
+anything. What the server says is redacted (`nodespecs.secrets.redact`) of the connection's
+secrets before it enters a message or a log line: a server may print its own token, or echo
+the Authorization header.
 
 Every message is measured as it arrives, against MCP_CLIENT_MAX_RESULT_BYTES
 (`nodespecs.mcp_limits`): one over it fails its call at once as too large. A stdio or legacy
@@ -30,20 +31,13 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx2
-import pydantic
 from mcp.client._transport import TransportStreams
 from mcp.client.sse import sse_client
 from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
-from mcp.types import CONNECTION_CLOSED
 
-from nodespecs.mcp_limits import (
-    SDK_SSE_EVENT_BYTES,
-    TOO_LARGE_MARK,
-    count_as_it_arrives,
-    message_limit,
-)
+from nodespecs.mcp_errors import STDERR_SETTLE_SECONDS, DownstreamError
+from nodespecs.mcp_limits import count_as_it_arrives, message_limit
 from nodespecs.mcp_stdio import stdio_transport
 from nodespecs.process_rights import command_refusal
 from nodespecs.secrets import redact
@@ -54,15 +48,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("nodespecs.mcp_client")
 
 
-class DownstreamError(Exception):
-    """A downstream MCP server could not be reached or failed; the message names the server
-    and says what to check."""
-
-
-class DownstreamTimeout(DownstreamError):
-    """A downstream MCP server did not answer (or start) in time."""
-
-
 # The server runs under `sh`, which reports the server's exit status on stderr when it ends:
 # the SDK keeps the process object to itself, and the status is what tells an operator a
 # crash (code 1, 139...) from a server that quit on purpose.
@@ -71,8 +56,6 @@ _REPORT_EXIT = f'"$@"; code=$?; echo "{_EXIT_MARK}$code" >&2; exit $code'
 # How much of a server's stderr is kept for error messages, and how many lines are quoted.
 _STDERR_KEEP_BYTES = 8192
 _STDERR_QUOTE_LINES = 8
-# How long to wait for a dead server's last stderr output before explaining its death.
-_STDERR_SETTLE_SECONDS = 1.0
 # HTTP read timeout: a Streamable HTTP server may hold a response stream open for long;
 # each call has its own deadline on top of this.
 _HTTP_READ_TIMEOUT = 300.0
@@ -283,7 +266,7 @@ async def _stdio(connection: Connection, diagnostics: Diagnostics) -> AsyncItera
         if not diagnostics.stderr.closed.is_set():
             # A server that is still alive here was killed by the transport; its pipe ends
             # with it.
-            with anyio.move_on_after(_STDERR_SETTLE_SECONDS):
+            with anyio.move_on_after(STDERR_SETTLE_SECONDS):
                 await diagnostics.stderr.closed.wait()
         pipe.close()
 
@@ -362,121 +345,3 @@ async def _streamable_http(
         ) as streams,
     ):
         yield streams
-
-
-def _too_large(connection: Connection, diagnostics: Diagnostics, during: str) -> DownstreamError:
-    """An answer passed the limit while it arrived: which limit, and what to do."""
-    where = connection.describe()
-    limit = diagnostics.max_result_bytes
-    if message_limit(limit, connection.transport) == SDK_SSE_EVENT_BYTES:
-        return DownstreamError(
-            f"{where} sent an answer over the {SDK_SSE_EVENT_BYTES:,} bytes that the MCP SDK "
-            f"allows in one event of the legacy SSE transport {during} "
-            f"(MCP_CLIENT_MAX_RESULT_BYTES allows {limit:,}); ask the tool for less (a page, a "
-            "filter), or reach the server over Streamable HTTP."
-        )
-    return DownstreamError(
-        f"{where} sent an answer over the {limit:,} bytes that MCP_CLIENT_MAX_RESULT_BYTES "
-        f"allows {during}; ask the tool for less (a page, a filter), or raise "
-        "MCP_CLIENT_MAX_RESULT_BYTES."
-    )
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    """The exceptions inside (nested) exception groups, or the exception itself."""
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
-    return [exc]
-
-
-async def _gone(connection: Connection, diagnostics: Diagnostics, during: str) -> str:
-    """Why a server stopped answering: its exit code and stderr, or its HTTP status."""
-    where = connection.describe()
-    tail = diagnostics.stderr
-    if tail is not None:
-        with anyio.move_on_after(_STDERR_SETTLE_SECONDS):
-            await tail.closed.wait()
-        code = tail.exit_code()
-        how = "exited" if code is None else f"exited with code {code}"
-        return f"{where} {how} {during}; {tail.quote()}."
-    if diagnostics.http_error:
-        return _http_problem(where, *diagnostics.http_error, during=during)
-    return f"{where} closed the connection {during}."
-
-
-def _http_problem(where: str, status: int, reason: str, *, during: str) -> str:
-    """An HTTP error status and what to check about it."""
-    if status in (401, 403):
-        hint = "check the credentials in the provider's headers (e.g. Authorization)"
-    elif status == 404:
-        hint = "check the provider's URL (the MCP endpoint's path, e.g. /mcp)"
-    else:
-        hint = "check the server's logs"
-    return f"{where} answered HTTP {status} {reason} {during}; {hint}."
-
-
-def _network_reason(exc: BaseException) -> str:
-    """The operating system's words for a network failure ("Connection refused"), found in
-    the exception's chain; HTTP clients wrap it in vaguer messages."""
-    cause: BaseException | None = exc
-    for _ in range(10):
-        if cause is None:
-            break
-        if isinstance(cause, OSError) and cause.errno:
-            return os.strerror(cause.errno)
-        cause = cause.__cause__ or cause.__context__
-    return str(exc).rstrip(".") or type(exc).__name__
-
-
-async def explain(
-    exc: BaseException, connection: Connection, diagnostics: Diagnostics, *, during: str
-) -> DownstreamError:
-    """Turn whatever the SDK or a transport raised into a DownstreamError that says what
-    went wrong and what to check. `during` says when, e.g. "while starting". What the server
-    or the transport said is quoted with the connection's secrets redacted."""
-    said = diagnostics.redact
-    leaves = [
-        leaf for leaf in _leaves(exc) if not isinstance(leaf, anyio.get_cancelled_exc_class())
-    ]
-    leaf = leaves[0] if leaves else exc
-    where = connection.describe()
-    if isinstance(leaf, DownstreamError):
-        return leaf
-    if diagnostics.too_large or (
-        isinstance(leaf, MCPError) and TOO_LARGE_MARK in leaf.error.message
-    ):
-        return _too_large(connection, diagnostics, during)
-    if (isinstance(leaf, MCPError) and leaf.code == CONNECTION_CLOSED) or diagnostics.stream_ended:
-        return DownstreamError(await _gone(connection, diagnostics, during))
-    if isinstance(leaf, MCPError) and diagnostics.http_error:
-        return DownstreamError(_http_problem(where, *diagnostics.http_error, during=during))
-    if isinstance(leaf, MCPError):
-        return DownstreamError(
-            f"{where} answered with error {leaf.code} {during}: {said(leaf.error.message)}"
-        )
-    if isinstance(leaf, pydantic.ValidationError):
-        problems = "; ".join(
-            f"{'.'.join(map(str, error['loc'])) or 'message'}: {error['msg']}"
-            for error in leaf.errors()[:3]
-        )
-        return DownstreamError(
-            f"{where} sent an answer that is not valid MCP {during} ({said(problems)}); the server "
-            "does not follow the protocol: check its version, or report it to its authors."
-        )
-    if isinstance(leaf, httpx2.HTTPStatusError):
-        response = leaf.response
-        return DownstreamError(
-            _http_problem(where, response.status_code, said(response.reason_phrase), during=during)
-        )
-    if isinstance(leaf, httpx2.TimeoutException):
-        return DownstreamTimeout(
-            f"{where} did not answer over HTTP {during} in time ({said(str(leaf))})."
-        )
-    if isinstance(leaf, httpx2.TransportError):
-        return DownstreamError(
-            f"{where} cannot be reached {during}: {said(_network_reason(leaf))}. "
-            "Check that the server is running and that the provider's URL is right."
-        )
-    if isinstance(leaf, OSError):
-        return DownstreamError(f"{where} cannot start: {said(str(leaf))}.")
-    return DownstreamError(f"{where} failed {during}: {type(leaf).__name__}: {said(str(leaf))}")
