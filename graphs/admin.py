@@ -1,5 +1,6 @@
 """Admin for workflow authors: edit a workflow's graph as YAML, see it drawn, test-run it,
-browse its versions; runs and their node executions, read-only."""
+browse its versions; runs and their node executions, read-only, a page of executions at a
+time (a run may have thousands)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import yaml
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -17,9 +19,12 @@ from django.urls import path, reverse, reverse_lazy
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
-from graphs.drawing import draw_graph, run_path
+from graphs import selectors
+from graphs.drawing import draw_graph
 from graphs.engine import DefinitionError, load_yaml
 from graphs.models import NodeExecution, Run, Workflow, WorkflowGroup, WorkflowVersion
+from graphs.pages.display import step_links
+from graphs.pages.forms import step_start
 from graphs.runs import WorkflowCallError, workflow_call
 from graphs.services import workflow_save, workflow_validate
 from nodespecs.admin_audit import AuditedAdmin
@@ -269,6 +274,11 @@ class WorkflowVersionAdmin(admin.ModelAdmin):
         return format_html("<pre>{}</pre>", text)
 
 
+# Node executions a page of a run's admin page: the admin renders each as a form, at about
+# 2 ms a row, so a page is smaller than the run page's.
+EXECUTIONS_PER_PAGE = 25
+
+
 class NodeExecutionInline(admin.TabularInline):
     model = NodeExecution
     fields = (
@@ -289,6 +299,13 @@ class NodeExecutionInline(admin.TabularInline):
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        # One page (`?from=<index>`), as a range of the (run, index) index: the formset
+        # filters it by run afterwards, so it cannot be a slice.
+        start = step_start(request.GET)
+        page = super().get_queryset(request)
+        return page.filter(index__gte=start, index__lt=start + EXECUTIONS_PER_PAGE)
 
     @staticmethod
     def _json(value: Any) -> str:
@@ -321,7 +338,6 @@ class RunAdmin(admin.ModelAdmin):
         "workflow_name",
         "version",
         "status",
-        "drawing",
         "arguments_json",
         "result_json",
         "error",
@@ -337,6 +353,8 @@ class RunAdmin(admin.ModelAdmin):
     )
     fields = readonly_fields
     inlines = [NodeExecutionInline]
+    # Adds the path taken, and links between the pages of node executions.
+    change_form_template = "admin/graphs/run/change_form.html"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -344,12 +362,46 @@ class RunAdmin(admin.ModelAdmin):
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    @admin.display(description="Path taken")
-    def drawing(self, run: Run) -> str:
-        steps = run.node_executions.order_by("index").values_list("node_id", "status")
-        visited, taken, failed = run_path(steps)
-        nodes = run.version.definition.get("nodes", [])
-        return drawing_html(draw_graph(nodes, visited=visited, taken=taken, failed=failed))
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return super().get_queryset(request).select_related("version")
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Run | None = None,
+    ) -> HttpResponse:
+        if obj is not None:
+            path = selectors.run_path(run=obj)
+            pages = selectors.step_pages(
+                start=step_start(request.GET), executions=path.executions, size=EXECUTIONS_PER_PAGE
+            )
+            nodes = obj.version.definition.get("nodes", [])
+            failed = path.failed or obj.error_node_id
+            drawing = draw_graph(nodes, visited=path.visited, taken=path.taken, failed=failed)
+            context.update(drawing=drawing_html(drawing), pages=pages, **step_links(pages))
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+    def get_deleted_objects(
+        self, objs: Any, request: HttpRequest
+    ) -> tuple[list[Any], dict[str, int], set[str], list[Any]]:
+        """What deleting these runs deletes: each run (and the lost attempts that go with it)
+        with the number of its node executions. Django's own list loads and links every
+        execution (30 s for a run of 300,000); deleting them is one DELETE either way."""
+        chosen = [run.pk for run in objs]
+        runs = list(Run.objects.filter(Q(pk__in=chosen) | Q(attempt_of__in=chosen)))
+        counts = selectors.run_execution_counts(run_ids=[run.pk for run in runs])
+        deleted: list[Any] = []
+        for run in runs:
+            link = reverse("admin:graphs_run_change", args=[run.pk])
+            deleted += [
+                format_html('Run: <a href="{}">{}</a>', link, run),
+                [f"{counts.get(run.pk, 0)} node executions"],
+            ]
+        return deleted, {"runs": len(runs), "node executions": sum(counts.values())}, set(), []
 
     @admin.display(description="arguments")
     def arguments_json(self, run: Run) -> str:

@@ -2,7 +2,8 @@
 
 Nodes are laid out in columns by their distance from the entry (breadth first), in the order
 they are reached; edges that go back to an earlier column (loops) are drawn as arcs. A run's
-path can be highlighted: nodes it executed, the edges it took, and the node that failed.
+path can be highlighted: nodes it executed, the edges it took, and the node that failed (read
+from the history by `graphs.selectors.run_path`, without loading the run's executions).
 """
 
 from __future__ import annotations
@@ -155,19 +156,3 @@ def _subtitle(node: Mapping[str, Any]) -> str:
     if node.get("type") == "mcp":
         return _fit(f"{node.get('server')}.{node.get('tool')}")
     return str(node.get("type"))
-
-
-def run_path(executions: Iterable[tuple[str, str]]) -> tuple[set[str], set[tuple[str, str]], str]:
-    """From a run's (node_id, status) in order: visited nodes, taken edges, the failed node."""
-    visited: set[str] = set()
-    taken: set[tuple[str, str]] = set()
-    failed = ""
-    previous = None
-    for node_id, status in executions:
-        visited.add(node_id)
-        if previous is not None:
-            taken.add((previous, node_id))
-        if status == "failed":
-            failed = node_id
-        previous = node_id
-    return visited, taken, failed

@@ -199,6 +199,9 @@ class NodeExecution(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["run", "index"], name="unique_node_execution")
         ]
+        # A run's path (graphs/selectors.py, `run_path`) is read as the first and last
+        # execution of each node: a seek in this index each, whatever the run's length.
+        indexes = [models.Index(fields=["run", "node_id", "index"], name="execution_run_node")]
 
     def __str__(self) -> str:
         return f"{self.node_id} #{self.iteration} in run {self.run_id}"

@@ -4,6 +4,10 @@ The runs list pages by keyset: a cursor is the (created_at, id) of a row, and a 
 rows just before (older) or just after (newer) it in that order. Each filter has an index
 that starts with it and ends with (created_at, id) (see `Run.Meta.indexes`), so a page is a
 short range scan at row 5,000,000 as at row 1; nothing counts the table or skips by OFFSET.
+
+A run's node executions are paged the same way, by their index in the run (`run_steps`), and
+its path is read as the first and last execution of each node of its graph (`run_path`), so a
+run's page costs the same at 300,000 executions as at 10: nothing reads or counts them all.
 """
 
 from __future__ import annotations
@@ -14,13 +18,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import Left
 
+from graphs.drawing import graph_edges
 from graphs.models import NodeExecution, Run, Workflow, WorkflowVersion
 
 RUNS_PER_PAGE = 50
-STEPS_PER_PAGE = 500
+# Node executions a page, on the run page and in the admin: rendering one costs about 0.5 ms
+# (its input, detail and output pretty-printed), so a page stays well under 200 ms.
+STEPS_PER_PAGE = 100
 # The workflows page's figures are over each workflow's latest runs, not all of them, so the
 # page costs the same whatever the history's size.
 RECENT_RUNS = 1000
@@ -153,14 +160,137 @@ def workflow_choices() -> list[tuple[int, str]]:
     return list(Workflow.objects.order_by("name").values_list("id", "name"))
 
 
+def run_execution_counts(*, run_ids: Sequence[int]) -> dict[int, int]:
+    """How many node executions each run has, counted by the database, never loaded (for
+    what deleting runs deletes)."""
+    counts = (
+        NodeExecution.objects.filter(run_id__in=run_ids)
+        .order_by()
+        .values_list("run_id")
+        .annotate(count=Count("pk"))
+    )
+    return dict(counts)
+
+
 def run_get(*, run_id: int) -> Run:
     """A run with the version it ran (whose definition the drawing needs)."""
     return Run.objects.select_related("version").get(pk=run_id)
 
 
-def run_path_steps(*, run: Run) -> list[tuple[str, str]]:
-    """(node_id, status) of every execution of a run, in order: the path to draw."""
-    return list(run.node_executions.order_by("index").values_list("node_id", "status"))
+@dataclass(frozen=True)
+class RunPath:
+    """The path a run took through its graph, as the drawing and the run page show it."""
+
+    visited: set[str]
+    taken: set[tuple[str, str]]
+    # Nodes executed more than once (loops): their iteration numbers are worth showing.
+    looping: set[str]
+    # The node whose execution failed, and that execution's index; a failed execution is
+    # always a run's last (the run ends there).
+    failed: str = ""
+    failed_index: int | None = None
+    # Executions recorded so far: the last one's index + 1.
+    executions: int = 0
+
+
+def run_path(*, run: Run) -> RunPath:
+    """The nodes a run visited, the edges it took and the node that failed, in two queries
+    whose cost does not grow with the run's length.
+
+    The first reads each graph node's first and last execution (two seeks each in the
+    (run, node_id, index) index). An edge source → target was taken if some execution of the
+    target directly follows one of the source; the second query asks that of each edge whose
+    ends both ran, looking only at executions of the target between the source's first and
+    last: for a source that is not a switch the first one answers, since every execution of
+    it but the run's last is followed by its `next`; a switch's edge may read more, within
+    the run's ceiling. The second query also reads the status of the run's last execution.
+    """
+    nodes = run.version.definition.get("nodes", [])
+    executions = NodeExecution.objects.filter(run_id=OuterRef("pk"))
+    ends = {}
+    for position, node in enumerate(nodes):
+        of_node = executions.filter(node_id=node["id"]).values("index")
+        ends[f"first_{position}"] = Subquery(of_node.order_by("index")[:1])
+        ends[f"last_{position}"] = Subquery(of_node.order_by("-index")[:1])
+    if not ends:
+        return RunPath(set(), set(), set())
+    row = Run.objects.filter(pk=run.pk).order_by().values(**ends).get()
+    first, last = {}, {}
+    for position, node in enumerate(nodes):
+        if row[f"first_{position}"] is not None:
+            first[node["id"]] = row[f"first_{position}"]
+            last[node["id"]] = row[f"last_{position}"]
+    if not first:
+        return RunPath(set(), set(), set())
+    final = max(last.values())
+    edges = [
+        edge
+        for edge in set(graph_edges(nodes))
+        if edge.source in first and edge.target in first and first[edge.source] < last[edge.target]
+    ]
+    checks: dict[str, Any] = {
+        "final_status": Subquery(executions.filter(index=final).values("status")[:1])
+    }
+    for position, edge in enumerate(edges):
+        before = NodeExecution.objects.filter(
+            run_id=OuterRef("run_id"), index=OuterRef("index") - 1, node_id=edge.source
+        )
+        checks[f"edge_{position}"] = Exists(
+            executions.filter(
+                node_id=edge.target,
+                index__gt=first[edge.source],
+                index__lte=last[edge.source] + 1,
+            ).filter(Exists(before))
+        )
+    found = Run.objects.filter(pk=run.pk).order_by().values(**checks).get()
+    failed = ""
+    if found["final_status"] == NodeExecution.Status.FAILED:
+        failed = next(node_id for node_id, index in last.items() if index == final)
+    return RunPath(
+        visited=set(first),
+        taken={
+            (edge.source, edge.target)
+            for position, edge in enumerate(edges)
+            if found[f"edge_{position}"]
+        },
+        looping={node_id for node_id in first if first[node_id] != last[node_id]},
+        failed=failed,
+        failed_index=final if failed else None,
+        executions=final + 1,
+    )
+
+
+@dataclass(frozen=True)
+class StepPages:
+    """Where a page of a run's executions starts, and where its neighbours and the last page
+    start (None where there is no such page)."""
+
+    start: int
+    end: int  # one past the last execution shown
+    executions: int
+    size: int
+    earlier: int | None
+    later: int | None
+    final: int | None
+
+    def holding(self, index: int) -> int:
+        """The start of the page, counting from 0 in steps of `size`, that shows execution
+        `index`."""
+        return index - index % self.size
+
+
+def step_pages(*, start: int, executions: int, size: int = STEPS_PER_PAGE) -> StepPages:
+    """The page of a run's `executions` that starts at `start`, and its neighbours'."""
+    final = max(executions - 1, 0) // size * size
+    return StepPages(
+        start=start,
+        end=min(start + size, executions),
+        executions=executions,
+        size=size,
+        earlier=max(start - size, 0) if start > 0 else None,
+        later=start + size if start + size < executions else None,
+        final=final if final > start else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -174,7 +304,8 @@ class Step:
 def run_steps(*, run: Run, start: int = 0, size: int = STEPS_PER_PAGE) -> list[Step]:
     """The executions of a run from index `start`, at most `size`, with their inputs.
 
-    One query reads the page and the execution before it, whose output is the first input.
+    One query reads the page and the execution before it, whose output is the first input:
+    a range of the (run, index) unique index, however deep `start` is.
     """
     rows = list(
         run.node_executions.filter(index__gte=start - 1, index__lt=start + size).order_by("index")

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from graphs.payloads import TRUNCATED_KEY
-from graphs.selectors import Step
+from graphs.selectors import Step, StepPages
 
 # A bar never narrower than this (percent of the timeline), so a microsecond node still shows.
 MIN_BAR_PERCENT = 0.4
@@ -112,3 +112,27 @@ def timeline(steps: list[Step], *, started_at: datetime | None, now: datetime) -
         )
         for step, (start, length) in zip(steps, spans, strict=True)
     ]
+
+
+def step_links(pages: StepPages) -> dict[str, str]:
+    """The links between pages of a run's node executions (`?from=<index>`), for the
+    `graphs/step_pages.html` include; empty where there is no such page."""
+
+    def link(start: int | None) -> str:
+        return f"?from={start}" if start is not None else ""
+
+    return {
+        "first_link": link(0 if pages.start else None),
+        "earlier_link": link(pages.earlier),
+        "later_link": link(pages.later),
+        "final_link": link(pages.final),
+    }
+
+
+def step_link(pages: StepPages, index: int | None) -> str:
+    """A link to node execution `index`: its anchor when this page shows it, else the page
+    that does; empty for None."""
+    if index is None:
+        return ""
+    shown = pages.start <= index < pages.end
+    return f"{'' if shown else f'?from={pages.holding(index)}'}#step-{index}"

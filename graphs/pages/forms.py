@@ -1,14 +1,18 @@
-"""The runs list's query string: filters and the page cursor, checked with clear messages."""
+"""The history pages' query strings: the runs list's filters and page cursor, checked with
+clear messages, and where a page of a run's node executions starts."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django import forms
+from django.http import QueryDict
 
 from graphs.models import Run
 from graphs.selectors import Cursor, RunFilters
 
+# The largest index a node execution can have (a positive integer column on every database).
+MAX_INDEX = 2**31 - 1
 CURSOR_ERROR = "This page link is out of date or mangled; start again from the newest runs."
 
 
@@ -69,3 +73,12 @@ class RunFilterForm(forms.Form):
             until=data["until"],
             run_id=data["run"],
         )
+
+
+def step_start(query: QueryDict) -> int:
+    """The index of the first node execution to show (`?from=<index>`); 0 when absent or not
+    a whole number, and never past what an index column holds."""
+    try:
+        return min(max(int(query.get("from", 0)), 0), MAX_INDEX)
+    except ValueError:
+        return 0

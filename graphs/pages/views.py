@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -19,10 +18,10 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_POST
 
 from graphs import control, selectors
-from graphs.drawing import draw_graph, run_path
+from graphs.drawing import draw_graph
 from graphs.models import Run
-from graphs.pages.display import timeline
-from graphs.pages.forms import RunFilterForm
+from graphs.pages.display import step_link, step_links, timeline
+from graphs.pages.forms import RunFilterForm, step_start
 
 # How often the page of a run still in progress reloads itself.
 REFRESH_SECONDS = 2
@@ -84,31 +83,26 @@ def run_list(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _start(request: HttpRequest) -> int:
-    try:
-        return max(int(request.GET.get("from", 0)), 0)
-    except ValueError:
-        return 0
-
-
 @staff_required
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
-    """A run: its outcome, the path it took drawn on the graph, and its node executions."""
+    """A run: its outcome, the path it took drawn on the graph, and a page of its node
+    executions (`?from=<index>`)."""
     try:
         run = selectors.run_get(run_id=run_id)
     except Run.DoesNotExist:
         raise Http404(f"No run {run_id}; it may have been deleted.") from None
-    start = _start(request)
+    start = step_start(request.GET)
     steps = selectors.run_steps(run=run, start=start)
-    path = selectors.run_path_steps(run=run)
-    visited, taken, failed = run_path(path)
-    executions_per_node = Counter(node_id for node_id, _ in path)
+    path = selectors.run_path(run=run)
+    pages = selectors.step_pages(start=start, executions=path.executions)
     # A limit breach fails the run before its node executes: no row failed, the run names it.
-    failed = failed or run.error_node_id
+    failed = path.failed or run.error_node_id
     drawing = draw_graph(
-        run.version.definition.get("nodes", []), visited=visited, taken=taken, failed=failed
+        run.version.definition.get("nodes", []),
+        visited=path.visited,
+        taken=path.taken,
+        failed=failed,
     )
-    size = selectors.STEPS_PER_PAGE
     in_progress = run.status in Run.ACTIVE
     return render(
         request,
@@ -116,18 +110,16 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         {
             "run": run,
             # A run's count is written when it ends; until then, the rows so far.
-            "node_count": len(path) if in_progress else run.node_count,
+            "node_count": path.executions if in_progress else run.node_count,
             # draw_graph escapes every text it writes.
             "drawing": mark_safe(drawing),
             "failed_node": failed,
-            "failed_index": next(
-                (index for index, (_, status) in enumerate(path) if status == "failed"), None
-            ),
+            "failed_link": step_link(pages, path.failed_index),
             # Nodes run more than once (loops) get their iteration numbers shown.
-            "looping": {node for node, count in executions_per_node.items() if count > 1},
+            "looping": path.looping,
             "rows": timeline(steps, started_at=run.started_at, now=timezone.now()),
-            "earlier_link": f"?from={max(start - size, 0)}" if start else "",
-            "later_link": f"?from={start + size}" if len(steps) == size else "",
+            "pages": pages,
+            **step_links(pages),
             "refresh_seconds": REFRESH_SECONDS if in_progress else 0,
             "cancellable": in_progress and not run.cancel_reason,
             # Only a run the reaper queued again after losing its worker has any.
