@@ -27,6 +27,8 @@ UNAVAILABLE_WARNING = (
     "workflow cannot run it. Choose another node, or refresh the provider if the tool is back."
 )
 MAX_NODES_PER_CALL = 50
+#: Names of one get_node_details call that are matched approximately when not exact.
+MAX_APPROXIMATE_PER_CALL = 5
 
 
 class KnowledgeError(ValueError):
@@ -128,6 +130,7 @@ def get_node_details(
                 _check_name_length(f"nodes[{position}].{field}", request.get(field))
     registry = registry or current_registry()
     results = []
+    approximations = 0
     for position, request in enumerate(nodes):
         if not isinstance(request, dict):
             results.append(
@@ -144,13 +147,24 @@ def get_node_details(
                 }
             )
             continue
-        resolution = registry.resolver.resolve(raw_type, raw_subtype)
+        # Exact names first; matching a misspelling compares it with every name in the
+        # catalog, so a call gets that for a few names only, whatever its length.
+        resolution = registry.resolver.resolve(raw_type, raw_subtype, approximate=False)
+        approximated = resolution.key is None and approximations < MAX_APPROXIMATE_PER_CALL
+        if approximated:
+            approximations += 1
+            resolution = registry.resolver.resolve(raw_type, raw_subtype)
         if resolution.key is None:
             hint = (
                 f" Closest valid names: {', '.join(resolution.suggestions)}."
                 if resolution.suggestions
                 else ""
             )
+            if not approximated:
+                hint = (
+                    f" Only the first {MAX_APPROXIMATE_PER_CALL} names of a call that are not "
+                    "exact are matched approximately; ask for this one in a call of its own."
+                )
             results.append(
                 {
                     "node_type": raw_type,

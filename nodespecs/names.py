@@ -98,19 +98,27 @@ class NameResolver:
             self._subtypes_by_type.setdefault(node_type, []).append(subtype)
         self._all_names = [f"{t}/{s}" for t, s in sorted(self._keys)]
 
-    def resolve(self, raw_type: str, raw_subtype: str) -> Resolution:
-        """Find the spec an agent meant, saying what was corrected."""
+    def resolve(self, raw_type: str, raw_subtype: str, *, approximate: bool = True) -> Resolution:
+        """Find the spec an agent meant, saying what was corrected.
+
+        `approximate` allows matching misspelt subtypes and suggesting the closest names,
+        which compares the name with every name in the catalog; without it only exact names,
+        older names and prefix or suffix forms are found, at a cost independent of the
+        catalog's size.
+        """
         try:
             node_type, type_note = resolve_node_type(raw_type)
         except UnknownNodeType:
-            return Resolution(None, suggestions=self._closest(f"{raw_type}/{raw_subtype}"))
+            suggestions = self._closest(f"{raw_type}/{raw_subtype}") if approximate else []
+            return Resolution(None, suggestions=suggestions)
         corrections = [type_note] if type_note else []
         if not isinstance(raw_subtype, str) or not raw_subtype.strip():
             return Resolution(None, corrections, self._subtypes_of(node_type)[:5])
         subtype = raw_subtype.strip().upper().replace("-", "_").replace(" ", "_")
-        found = self._find_subtype(node_type, subtype)
+        found = self._find_subtype(node_type, subtype, approximate=approximate)
         if found is None:
-            return Resolution(None, corrections, self._closest(f"{node_type}/{subtype}", node_type))
+            suggestions = self._closest(f"{node_type}/{subtype}", node_type) if approximate else []
+            return Resolution(None, corrections, suggestions)
         key, how = found
         # A provider tool's `mcp-…` node name is one of its two spellings, not a mistake.
         if how or (key[1] != raw_subtype and not _is_provider_node_name(raw_subtype, key[1])):
@@ -120,7 +128,9 @@ class NameResolver:
             corrections.append(f"'{node_type}' → '{key[0]}' ({subtype} is a {key[0]} node)")
         return Resolution(key, corrections)
 
-    def _find_subtype(self, node_type: str, subtype: str) -> tuple[Key, str] | None:
+    def _find_subtype(
+        self, node_type: str, subtype: str, *, approximate: bool
+    ) -> tuple[Key, str] | None:
         if (node_type, subtype) in self._keys:
             return (node_type, subtype), ""
         alias = self._aliases.get((node_type, subtype))
@@ -132,6 +142,8 @@ class NameResolver:
                 return (node_type, subtype[len(prefix) :]), "type prefix removed"
         if subtype.endswith("_NODE") and (node_type, subtype[: -len("_NODE")]) in self._keys:
             return (node_type, subtype[: -len("_NODE")]), "'_NODE' suffix removed"
+        if not approximate:
+            return None
         close = difflib.get_close_matches(
             subtype, self._subtypes_of(node_type), n=1, cutoff=_SUBTYPE_CUTOFF
         )
