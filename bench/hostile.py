@@ -18,7 +18,7 @@ case of each class of issue 13:
 - `search_huge`: `search_nodes` with 120,000 distinct words (about 900 KB);
 - `search_at_cap`: the longest query `search_nodes` accepts (`--search-chars`);
 - `endless_loop`: a loop stopped by its `maxNodeExecutions`, 10,000 node executions, the
-  default ceiling (GRAPHS_MAX_NODE_EXECUTIONS);
+  default ceiling (GRAPHS_MAX_NODE_EXECUTIONS_CEILING);
 - `rest_body`: a 3 MB body to `POST /api/v1/mcp/invoke`; `mcp_body`: a 2 MB body to `/mcp`.
 
 A hostile call may be answered or refused (a tool error, a JSON-RPC error, a 413): either is
