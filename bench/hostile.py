@@ -15,7 +15,7 @@ case of each class of issue 13:
 - `regex_on_input`: a workflow applying `/^(a+)+$/` to 10,000 x "a" + "!" from the caller;
 - `regex_constant`: `$match("a" x 36 + "!", /(a+)+$/)`, which once held the process for
   minutes;
-- `search_huge`: `search_nodes` with 120,000 distinct words (about 900 KB);
+- `search_huge`: `search_nodes` with 120,000 distinct words (about 840 KB);
 - `search_at_cap`: the longest query `search_nodes` accepts (`--search-chars`);
 - `endless_loop`: a loop stopped by its `maxNodeExecutions`, 10,000 node executions, the
   default ceiling (GRAPHS_MAX_NODE_EXECUTIONS_CEILING);
@@ -81,9 +81,9 @@ ORDINARY_TIMEOUT_SECONDS = 10.0
 HOSTILE_TIMEOUT_SECONDS = 60.0
 
 
-def distinct_words(count: int) -> str:
+def distinct_words(count: int, shape: str = "w{}") -> str:
     """`count` different made-up words: none is cached or stemmed like another."""
-    return " ".join(f"connection{index:x}ing" for index in range(count))
+    return " ".join(shape.format(f"{index:x}") for index in range(count))
 
 
 @dataclass
@@ -108,7 +108,8 @@ class Hostile:
             "MCP-Protocol-Version": MODERN,
         }
         self.http = httpx2.AsyncClient(timeout=HOSTILE_TIMEOUT_SECONDS)
-        at_cap = distinct_words(search_chars // 16 + 1)[:search_chars].rsplit(" ", 1)[0]
+        # Long words that stemming has work to do on, as many as fit under the cap.
+        at_cap = distinct_words(search_chars, "connection{}ing")[:search_chars].rsplit(" ", 1)[0]
         self.bodies: dict[str, tuple[str, bytes]] = {
             "regex_on_input": self._call("regex_on_input", {"x": "a" * 10_000 + "!"}),
             "regex_constant": self._call("regex_constant", {}),
@@ -309,8 +310,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=5, help="seconds of ordinary traffic first")
     parser.add_argument("--ordinary", type=int, default=4, help="ordinary clients")
     parser.add_argument("--hostile", type=int, default=2, help="hostile clients")
-    parser.add_argument("--search-chars", type=int, default=2000,
-                        help="search_nodes' query cap (SEARCH_MAX_QUERY_CHARS)")  # fmt: skip
+    parser.add_argument("--search-chars", type=int, default=1000,
+                        help="KNOWLEDGE_MAX_QUERY_CHARACTERS")  # fmt: skip
     parser.add_argument("--kinds", default=",".join(HOSTILE),
                         help="hostile kinds to send, comma separated (default: all)")  # fmt: skip
     parser.add_argument("--max-p99-ms", type=float, default=1000.0)
