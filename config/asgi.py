@@ -6,6 +6,7 @@
 
 import json
 import os
+import sys
 
 from django.conf import settings
 from django.core.asgi import get_asgi_application
@@ -13,6 +14,12 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 django_application = get_asgi_application()
+
+# A run busy in the engine holds the interpreter for up to the switch interval each time
+# another thread asks for it; a short request asks dozens of times (each query, each hop to
+# and from the event loop), so 5 ms (the default) made a three-step workflow take 0.4 s
+# beside two long runs. 1 ms costs the long runs little and the short ones much less.
+sys.setswitchinterval(0.001)
 
 from mcp_endpoint.asgi import mcp_app, sse_app  # noqa: E402  (needs Django set up first)
 from mcp_endpoint.sse import MESSAGES_PATH, STREAM_PATH  # noqa: E402

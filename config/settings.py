@@ -139,6 +139,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
     }
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+    # Django's backend, with this process's writers served in turn (config/sqlite/base.py).
+    DATABASES["default"]["ENGINE"] = "config.sqlite"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")

@@ -138,12 +138,12 @@ def test_a_postgresql_database_url_selects_postgresql():
 def test_without_a_database_url_it_uses_a_sqlite_file_in_the_project():
     settings = loaded()
 
-    assert settings["ENGINE"] == "django.db.backends.sqlite3"
+    assert settings["ENGINE"] == "config.sqlite"
     assert Path(settings["NAME"]) == ROOT / "db.sqlite3"
 
 
 def test_an_empty_database_url_falls_back_to_sqlite():
-    assert loaded(DATABASE_URL="")["ENGINE"] == "django.db.backends.sqlite3"
+    assert loaded(DATABASE_URL="")["ENGINE"] == "config.sqlite"
 
 
 def test_a_redis_url_selects_the_redis_cache():
