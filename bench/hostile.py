@@ -1,6 +1,6 @@
 """Ordinary callers while hostile ones try their worst: `python bench/hostile.py`.
 
-    .venv/bin/python bench/hostile.py [--duration 60] [--warmup 5] [--ordinary 4]
+    .venv/bin/python bench/hostile.py [--duration 60] [--warmup 20] [--ordinary 4]
         [--hostile 2] [--database-url sqlite:///...|postgresql://...] [--markdown]
 
 Starts the production start on loopback (bench/cluster.py): one uvicorn web instance in
@@ -25,7 +25,8 @@ A hostile call may be answered or refused (a tool error, a JSON-RPC error, a 413
 fine, and the table says which with the first words of the answer. A 5xx, a dropped
 connection or a timeout is the service failing. It reports the ordinary callers' p50/p99 and
 errors per kind, what each hostile kind got, and the web process's resident memory after the
-warm-up and at the end. Exits non-zero when an ordinary call failed, an ordinary p99 is over
+warm-up (`--warmup` seconds of both kinds of traffic, so that every path has run) and at the
+end. Exits non-zero when an ordinary call failed, an ordinary p99 is over
 `--max-p99-ms` (1,000), a hostile call got a 5xx or no answer, or memory grew by more than
 `--max-rss-growth` (0.25).
 """
@@ -225,8 +226,11 @@ async def run_hostile(
         return timed(kind, _node_types(agent, url, f"o{index}"))
 
     try:
-        await drive(
-            ordinary_send, concurrency=ordinary, total=10**9, until=time.monotonic() + warmup
+        # Both kinds of callers: each path has run and the process has its working set.
+        warm_until = time.monotonic() + warmup
+        await asyncio.gather(
+            drive(ordinary_send, concurrency=ordinary, total=10**9, until=warm_until),
+            _hostile_clients(attacker, kinds, hostile, warm_until),
         )
         result.rss_start_kib = cluster.rss_kib()["web-1"]
         until = time.monotonic() + duration
@@ -307,7 +311,8 @@ def report(result: HostileResult, markdown: bool) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=60, help="measured seconds")
-    parser.add_argument("--warmup", type=float, default=5, help="seconds of ordinary traffic first")
+    parser.add_argument("--warmup", type=float, default=20,
+                        help="seconds of both kinds of traffic first, not measured")  # fmt: skip
     parser.add_argument("--ordinary", type=int, default=4, help="ordinary clients")
     parser.add_argument("--hostile", type=int, default=2, help="hostile clients")
     parser.add_argument("--search-chars", type=int, default=1000,
