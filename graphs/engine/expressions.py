@@ -235,6 +235,8 @@ def _parse(source: str) -> Jsonata:
         raise ExpressionSyntaxError(_message(exc)) from None
     # Its own $formatNumber would run a stdlib regex built from the caller's options.
     instance.register_function("formatNumber", regex.FORMAT_NUMBER)
+    # Its own $replace is quadratic in the text, inside one step no time bound interrupts.
+    instance.register_function("replace", regex.REPLACE)
     instance.set_validate_input(False)
     instance.set_output_convert_nulls(False)  # to_plain converts, without mutating the input
     return instance

@@ -28,6 +28,7 @@ checks the evaluation's time bound between matches, so the bound fires during th
 from __future__ import annotations
 
 import functools
+import math
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -229,8 +230,20 @@ class _PictureRegex:
 _SINGLE_CHARACTER_OPTIONS = ("decimal-separator", "grouping-separator", "exponent-separator")
 
 
+class _Limited:
+    """A compiled pattern whose ``sub`` replaces at most ``count`` matches, in one pass."""
+
+    def __init__(self, regex: Regex, count: int) -> None:
+        self._regex = regex
+        self._count = count
+
+    def sub(self, repl: Any, text: str, count: int = 0) -> str:
+        return self._regex.sub(repl, text, self._count)
+
+
 class _SafeFunctions:
-    """Replacements for JSONata functions that would run a pattern built from their arguments."""
+    """Replacements for JSONata functions that would run a pattern built from their arguments,
+    or take time quadratic in their input inside one step, where no time bound can fire."""
 
     @staticmethod
     def format_number(
@@ -246,8 +259,39 @@ class _SafeFunctions:
         return Functions.format_number(value, picture, options)
 
 
+    @staticmethod
+    def replace(string: Any, pattern: Any, replacement: Any, limit: float | None) -> Any:
+        """``$replace`` in time linear in ``string``, with jsonata-python's results.
+
+        Its own copies the rest of the text at every literal match (1 MB took minutes), and
+        with a ``limit`` on a regex scans the whole text again for each replacement. A literal
+        pattern's replacement is worked out by jsonata itself on the pattern alone, then put
+        in place by ``str.replace``; a regex with a limit replaces its first ``limit`` matches
+        in one pass, as JSONata's reference implementation does.
+        """
+        if not isinstance(string, str) or (limit is not None and limit < 0):
+            return Functions.replace(string, pattern, replacement, limit)  # its errors
+        count = -1 if limit is None else math.ceil(limit)
+        if isinstance(pattern, str) and pattern:
+            if isinstance(replacement, str):
+                text = Functions.replace(pattern, pattern, replacement, 1)
+                return string.replace(pattern, text, count)
+            pieces = string.split(pattern, count)
+            joined = [pieces[0]]
+            for piece in pieces[1:]:  # a function: called once per match, as before
+                joined += [Functions.replace(pattern, pattern, replacement, 1), piece]
+            return "".join(joined)
+        if isinstance(pattern, Regex) and limit is not None:
+            if count == 0:
+                return string
+            return Functions.safe_replace_all(string, _Limited(pattern, count), replacement)
+        return Functions.replace(string, pattern, replacement, limit)
+
+
 #: Bound on every parsed expression in place of JSONata's own ``$formatNumber``.
 FORMAT_NUMBER = Jsonata.function("formatNumber", "<n-so?:s>", _SafeFunctions, "format_number")
+#: Bound in place of JSONata's own ``$replace``.
+REPLACE = Jsonata.function("replace", "<s-(sf)(sf)n?:s>", _SafeFunctions, "replace")
 
 
 class _SchemaRegex:
