@@ -29,6 +29,8 @@ UNAVAILABLE_WARNING = (
 MAX_NODES_PER_CALL = 50
 #: Names of one get_node_details call that are matched approximately when not exact.
 MAX_APPROXIMATE_PER_CALL = 5
+#: Names suggested for a node that was not found.
+MAX_SUGGESTIONS = 5
 
 
 class KnowledgeError(ValueError):
@@ -155,11 +157,12 @@ def get_node_details(
             approximations += 1
             resolution = registry.resolver.resolve(raw_type, raw_subtype)
         if resolution.key is None:
-            hint = (
-                f" Closest valid names: {', '.join(resolution.suggestions)}."
-                if resolution.suggestions
-                else ""
+            suggestions = (
+                _suggestions(registry, raw_type, raw_subtype, resolution.suggestions)
+                if approximated
+                else []
             )
+            hint = f" Closest valid names: {', '.join(suggestions)}." if suggestions else ""
             if not approximated:
                 hint = (
                     f" Only the first {MAX_APPROXIMATE_PER_CALL} names of a call that are not "
@@ -171,7 +174,7 @@ def get_node_details(
                     "subtype": raw_subtype,
                     "error": f"Node specification not found: {raw_type}/{raw_subtype}.{hint} "
                     "Call get_node_types for every valid name.",
-                    "suggestions": resolution.suggestions,
+                    "suggestions": suggestions,
                 }
             )
             continue
@@ -187,6 +190,33 @@ def get_node_details(
             view["warning"] = " ".join(warnings)
         results.append(view)
     return results
+
+
+def _suggestions(
+    registry: Registry, node_type: str, subtype: str, close_names: list[str]
+) -> list[str]:
+    """The specs an agent most likely meant by an unknown name, best first.
+
+    Candidates are a search over the subtype's words (`SEND_EMAIL` → "send email") and the
+    names spelt alike; those of a type sharing a word with the one asked for (`ACTION` →
+    `EXTERNAL_ACTION`) come first, then those whose subtype shares one of its words
+    (`HTTP_PUSH` → `HTTP_REQUEST`), each group in search order.
+    """
+    hits = registry.index.search(" ".join(words(subtype)), limit=2 * MAX_SUGGESTIONS)
+    candidates = [f"{key[0]}/{key[1]}" for key in (hit.key for hit in hits)]
+    candidates += [name for name in close_names if name not in candidates]
+    asked_type, asked_words = set(words(node_type)), set(words(subtype))
+
+    def rank(position: int) -> tuple[bool, bool, int]:
+        candidate_type, candidate_subtype = candidates[position].split("/", 1)
+        return (
+            not asked_type & set(words(candidate_type)),
+            not asked_words & set(words(candidate_subtype)),
+            position,
+        )
+
+    best = sorted(range(len(candidates)), key=rank)[:MAX_SUGGESTIONS]
+    return [candidates[position] for position in best]
 
 
 def _check_query_size(query: str) -> None:

@@ -260,3 +260,13 @@ def test_a_call_of_many_misspelt_names_on_a_large_catalog_costs_a_few_approximat
         assert "matched approximately; ask for this one in a call of its own" in result["error"]
     # 50 approximate matches against 5,063 names took 6.9 s; five take well under one.
     assert elapsed < 1.5, elapsed
+
+
+def test_an_unknown_node_suggests_what_its_words_describe_related_types_first(registry):
+    [result] = get_node_details(
+        [{"node_type": "ACTION", "subtype": "SEND_EMAIL"}], registry=registry
+    )
+
+    assert result["suggestions"][0] == "EXTERNAL_ACTION/EMAIL"
+    assert "EXTERNAL_ACTION/GMAIL" in result["suggestions"]
+    assert "Closest valid names: EXTERNAL_ACTION/EMAIL" in result["error"]
