@@ -93,6 +93,9 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    # django-ninja as an app: /api/v1/docs then renders its own template with the Swagger UI
+    # files the package ships (served by WhiteNoise), not the CDN one that is blank offline.
+    "ninja",
     "nodespecs",
     "graphs",
     "mcp_endpoint",
