@@ -42,6 +42,11 @@ class Command(BaseCommand):
         key, secret = api_key_create(name=DEMO_KEY_NAME, scopes=list(Scope.values), owner=user)
         audit_record(actor=actor, action=Action.CREATED, target=key)
         self.stdout.write(self.style.SUCCESS(f"Demo API key (all scopes): {secret}"))
+        # Where to go once the server runs (the README's start command serves these).
+        self.stdout.write(
+            "Once the server runs: the admin at http://127.0.0.1:8000/admin/, the history at "
+            "/runs/, MCP at /mcp (legacy SSE at /sse), REST docs at /api/v1/docs."
+        )
         self.stdout.write(
             "Try: curl -s http://127.0.0.1:8000/mcp -H 'Content-Type: application/json' "
             f"-H 'Authorization: Bearer {secret}' -H 'MCP-Protocol-Version: 2026-07-28' "
