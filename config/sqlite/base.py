@@ -58,18 +58,19 @@ class _Turns:
 
 
 _WRITERS = _Turns()
-# Whether this thread's connection holds the turn: Django gives each thread its own.
-_this_thread = threading.local()
+# The SQLite connections (by id) that hold the turn. Kept per connection, not per thread:
+# a test's live server thread shares its connection with the test's thread.
+_holding: set[int] = set()
 
 
-def _take_turn() -> None:
-    if not getattr(_this_thread, "has_turn", False):
-        _this_thread.has_turn = _WRITERS.acquire(WRITER_WAIT_SECONDS)
+def _take_turn(connection: Any) -> None:
+    if id(connection) not in _holding and _WRITERS.acquire(WRITER_WAIT_SECONDS):
+        _holding.add(id(connection))
 
 
-def _give_turn() -> None:
-    if getattr(_this_thread, "has_turn", False):
-        _this_thread.has_turn = False
+def _give_turn(connection: Any) -> None:
+    if id(connection) in _holding:
+        _holding.discard(id(connection))
         _WRITERS.release()
 
 
@@ -77,30 +78,31 @@ class DatabaseWrapper(base.DatabaseWrapper):
     """Django's SQLite backend; each write transaction waits for its turn first."""
 
     def _start_transaction_under_autocommit(self) -> None:
-        _take_turn()
+        _take_turn(self.connection)
         try:
             super()._start_transaction_under_autocommit()
         except BaseException:
-            _give_turn()
+            _give_turn(self.connection)
             raise
 
     def _commit(self) -> None:
         try:
             super()._commit()
         finally:
-            _give_turn()
+            _give_turn(self.connection)
 
     def _rollback(self) -> None:
         try:
             super()._rollback()
         finally:
-            _give_turn()
+            _give_turn(self.connection)
 
     def _close(self) -> None:
+        connection = self.connection
         try:
             super()._close()
         finally:
-            _give_turn()
+            _give_turn(connection)
 
     def create_cursor(self, name: str | None = None) -> Any:
         return self.connection.cursor(factory=_Cursor)
@@ -112,22 +114,22 @@ class _Cursor(base.SQLiteCursorWrapper):
     def execute(self, query: str, params: Any = None) -> Any:
         if not self._writes_alone(query):
             return super().execute(query, params)
-        _take_turn()
+        _take_turn(self.connection)
         try:
             return super().execute(query, params)
         finally:
-            _give_turn()
+            _give_turn(self.connection)
 
     def executemany(self, query: str, param_list: Any) -> Any:
         if not self._writes_alone(query):
             return super().executemany(query, param_list)
-        _take_turn()
+        _take_turn(self.connection)
         try:
             return super().executemany(query, param_list)
         finally:
-            _give_turn()
+            _give_turn(self.connection)
 
     def _writes_alone(self, query: str) -> bool:
-        if self.connection.in_transaction or getattr(_this_thread, "has_turn", False):
+        if self.connection.in_transaction or id(self.connection) in _holding:
             return False
         return not query.lstrip()[:7].upper().startswith(_READS)
