@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django.db import models
 from django.urls import reverse
+from django.utils import timezone
 
 from nodespecs.models import Revision
 
@@ -147,7 +148,9 @@ class Run(models.Model):
     )
     node_count = models.PositiveIntegerField(default=0)
     truncated = models.BooleanField(default=False)
-    created_at = models.DateTimeField(auto_now_add=True)
+    # Set by `graphs.runs` from the same clock reading as `started_at` for a run that starts
+    # at once: auto_now_add would read the clock again, after it, on saving.
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.FloatField(null=True, blank=True)

@@ -170,6 +170,8 @@ def _retry(run: Run, stale: Q, lost: str, now: datetime) -> Reaped | None:
             f"{run.pk} was queued again (retry {attempt} of {settings.GRAPHS_RUN_RETRIES})."
         )
         dead = Run.objects.create(
+            # Listed beside the run it was an attempt of (the lists order by creation).
+            created_at=run.created_at,
             workflow_id=run.workflow_id,
             version_id=run.version_id,
             workflow_name=run.workflow_name,
@@ -189,8 +191,6 @@ def _retry(run: Run, stale: Q, lost: str, now: datetime) -> Reaped | None:
         )
         running.update(status=NodeExecution.Status.FAILED, error=reason)
         executions.update(run=dead)
-        # Listed beside the run it was an attempt of (the lists order by creation).
-        Run.objects.filter(pk=dead.pk).update(created_at=run.created_at)
         Run.objects.filter(pk=run.pk).update(
             reaper_notes=run.reaper_notes
             + _note(

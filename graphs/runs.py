@@ -189,9 +189,11 @@ def _create(
     status: str,
 ) -> Run:
     _check_arguments(name, prepared.validator, arguments)
+    # One clock reading for both: a run that starts as it is recorded was created no later.
     now = timezone.now()
     running = status == Run.Status.RUNNING
     return Run.objects.create(
+        created_at=now,
         workflow_id=prepared.workflow_id,
         version_id=prepared.version_id,
         workflow_name=name,

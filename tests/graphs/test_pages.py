@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from graphs import selectors
 from graphs.models import NodeExecution, Run, Workflow
-from graphs.runs import run_create, workflow_call
+from graphs.runs import run_create, run_execute, workflow_call
 from graphs.selectors import Cursor, RunFilters
 
 pytestmark = pytest.mark.usefixtures("loops")
@@ -43,13 +43,11 @@ def add_run(
         workflow=workflow_row,
         version=workflow_row.current_version,
         workflow_name=workflow,
+        created_at=created_at,
         started_at=created_at,
         node_count=len(executions or []),
         **fields,
     )
-    # auto_now_add ignores a given created_at.
-    Run.objects.filter(pk=run.pk).update(created_at=created_at)
-    run.created_at = created_at
     NodeExecution.objects.bulk_create(
         NodeExecution(
             run=run,
@@ -206,6 +204,31 @@ def test_each_step_shows_its_input_what_it_evaluated_and_its_output(reviewer):
     assert "$executionCount(&quot;step&quot;) = 0" in page
     assert 'id="out-6"' in page
     assert "&quot;sum&quot;: 3" in page
+
+
+def test_a_run_is_created_no_later_than_it_starts_and_its_nodes_run_in_between(reviewer):
+    # A run that starts as it is recorded, and one queued first then executed by a worker.
+    direct = Run.objects.get(pk=workflow_call(name="sum_to", arguments={"n": 3}).run_id)
+    queued = run_create(name="sum_to", arguments={"n": 3})
+    run_execute(run_id=queued.pk, arguments={"n": 3})
+    queued.refresh_from_db()
+    for run in (direct, queued):
+        executions = list(run.node_executions.order_by("index"))
+        assert run.created_at <= run.started_at <= executions[0].started_at
+        assert executions[-1].started_at <= run.finished_at
+        facts = reviewer.get(detail_url(run)).context["run"]
+        assert facts.created_at <= facts.started_at <= facts.finished_at
+
+
+def test_the_timeline_runs_from_the_first_node_to_the_end_of_the_last(reviewer):
+    outcome = workflow_call(name="sum_to", arguments={"n": 4})
+    rows = reviewer.get(detail_url(outcome.run_id)).context["rows"]
+    # The entry ran first: its mark starts the bar (the run's own recording time before it
+    # once put it 60 % along), and each later node starts no earlier than the one before.
+    assert rows[0].step.execution.node_id == "entry"
+    assert rows[0].left == 0
+    assert [row.left for row in rows] == sorted(row.left for row in rows)
+    assert max(row.left + row.width for row in rows) == pytest.approx(100, abs=0.5)
 
 
 def test_a_failed_run_names_and_marks_its_failing_node(reviewer):
