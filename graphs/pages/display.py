@@ -87,19 +87,22 @@ class TimelineRow:
     width: float
 
 
-def timeline(steps: list[Step], *, started_at: datetime | None, now: datetime) -> list[TimelineRow]:
-    """Each step placed on the run's time axis: from the run's start to the last step's end
-    (a step still running ends `now`)."""
+def timeline(steps: list[Step], *, now: datetime) -> list[TimelineRow]:
+    """Each step placed on the time axis of the steps shown: from the first one's start to
+    the last one's end (a step still running ends `now`).
+
+    Not from the run's start: the time before its first node is the run being recorded,
+    which on a run of a few milliseconds pushed the entry node most of the way along."""
     if not steps:
         return []
-    origin = started_at or steps[0].execution.started_at
+    origin = min(step.execution.started_at for step in steps)
 
     def span(step: Step) -> tuple[float, float]:
         start = (step.execution.started_at - origin).total_seconds() * 1000
         length = step.execution.duration_ms
         if length is None:
             length = max((now - step.execution.started_at).total_seconds() * 1000, 0.0)
-        return max(start, 0.0), length
+        return start, length
 
     spans = [span(step) for step in steps]
     total = max(start + length for start, length in spans) or 1.0

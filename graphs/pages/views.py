@@ -117,7 +117,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "failed_link": step_link(pages, path.failed_index),
             # Nodes run more than once (loops) get their iteration numbers shown.
             "looping": path.looping,
-            "rows": timeline(steps, started_at=run.started_at, now=timezone.now()),
+            "rows": timeline(steps, now=timezone.now()),
             "pages": pages,
             **step_links(pages),
             "refresh_seconds": REFRESH_SECONDS if in_progress else 0,
