@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import yaml
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
@@ -21,9 +20,9 @@ from django.utils.safestring import mark_safe
 
 from graphs import selectors
 from graphs.drawing import draw_graph
-from graphs.engine import DefinitionError, load_yaml
+from graphs.engine import DefinitionError, dump_yaml, load_yaml
 from graphs.models import NodeExecution, Run, Workflow, WorkflowGroup, WorkflowVersion
-from graphs.pages.display import step_links
+from graphs.pages.display import duration, step_links
 from graphs.pages.forms import step_start
 from graphs.runs import WorkflowCallError, workflow_call
 from graphs.services import workflow_save, workflow_validate
@@ -52,7 +51,9 @@ FIELD_KEYS = {field: key for key, field in EDITOR_FIELDS.items()}
 
 
 def editor_text(workflow: Workflow) -> str:
-    """The workflow as the editor shows it; servers by provider name, not id."""
+    """The workflow as the editor shows it; servers by provider name, not id. Generated from
+    the stored JSON each time (multi-line strings as `|` blocks): saving it unchanged stores
+    the same definition."""
     names = dict(
         Provider.objects.filter(pk__in=workflow.servers.values()).values_list("pk", "name")
     )
@@ -67,7 +68,7 @@ def editor_text(workflow: Workflow) -> str:
         },
         "nodes": workflow.nodes,
     }
-    return yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
+    return dump_yaml(document)
 
 
 class WorkflowForm(forms.ModelForm):
@@ -270,8 +271,7 @@ class WorkflowVersionAdmin(admin.ModelAdmin):
 
     @admin.display(description="Definition")
     def definition_yaml(self, version: WorkflowVersion) -> str:
-        text = yaml.safe_dump(version.definition, sort_keys=False, allow_unicode=True)
-        return format_html("<pre>{}</pre>", text)
+        return format_html("<pre>{}</pre>", dump_yaml(version.definition))
 
 
 # Node executions a page of a run's admin page: the admin renders each as a form, at about
@@ -287,7 +287,7 @@ class NodeExecutionInline(admin.TabularInline):
         "node_type",
         "iteration",
         "status",
-        "duration_ms",
+        "took",
         "attempts",
         "error",
         "detail_json",
@@ -311,6 +311,10 @@ class NodeExecutionInline(admin.TabularInline):
     def _json(value: Any) -> str:
         return format_html("<pre>{}</pre>", json.dumps(value, indent=2, ensure_ascii=False))
 
+    @admin.display(description="took")
+    def took(self, row: NodeExecution) -> str:
+        return duration(row.duration_ms)
+
     @admin.display(description="detail")
     def detail_json(self, row: NodeExecution) -> str:
         return self._json(row.detail)
@@ -327,7 +331,7 @@ class RunAdmin(admin.ModelAdmin):
         "workflow_name",
         "status",
         "created_at",
-        "duration_ms",
+        "took",
         "node_count",
         "caller",
     )
@@ -349,7 +353,7 @@ class RunAdmin(admin.ModelAdmin):
         "created_at",
         "started_at",
         "finished_at",
-        "duration_ms",
+        "took",
     )
     fields = readonly_fields
     inlines = [NodeExecutionInline]
@@ -402,6 +406,10 @@ class RunAdmin(admin.ModelAdmin):
                 [f"{counts.get(run.pk, 0)} node executions"],
             ]
         return deleted, {"runs": len(runs), "node executions": sum(counts.values())}, set(), []
+
+    @admin.display(description="duration", ordering="duration_ms")
+    def took(self, run: Run) -> str:
+        return duration(run.duration_ms)
 
     @admin.display(description="arguments")
     def arguments_json(self, run: Run) -> str:

@@ -30,7 +30,7 @@ from graphs.engine.executor import CallTool, execute
 from graphs.engine.loading import load_yaml
 from graphs.engine.observer import NodeRecord, NullObserver, Observer
 from graphs.engine.parsing import parse_definition, parse_tool
-from graphs.engine.serialize import definition_to_dict, server_to_dict, tool_to_dict
+from graphs.engine.serialize import definition_to_dict, dump_yaml, server_to_dict, tool_to_dict
 
 __all__ = [
     "CallTool",
@@ -52,6 +52,7 @@ __all__ = [
     "ToolGraph",
     "compile_tool",
     "definition_to_dict",
+    "dump_yaml",
     "execute",
     "load_yaml",
     "parse_definition",

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import html
+import re
+
 import pytest
 import yaml
 from django.urls import reverse
 
 from graphs.admin import editor_text
+from graphs.engine import dump_yaml, load_yaml
 from graphs.models import Run, Workflow
+from graphs.pages.display import duration
+from graphs.runs import workflow_call
 
 pytestmark = pytest.mark.usefixtures("loops")
 
@@ -35,6 +41,56 @@ def test_the_editor_shows_the_graph_as_yaml_and_draws_it(admin_client):
     assert page.count('class="node ') == 6
     assert 'data-node-id="medium"' in page
     assert "Test run" in page
+
+
+def shown_graph(admin_client, workflow: Workflow) -> str:
+    """The editor's text as a browser submits it: unescaped, with CRLF line breaks."""
+    page = admin_client.get(change_url(workflow)).content.decode()
+    text = re.search(r'<textarea name="graph"[^>]*>\n?(.*?)</textarea>', page, re.S).group(1)
+    return html.unescape(text).replace("\n", "\r\n")
+
+
+def test_multi_line_strings_show_as_block_scalars_and_save_back_unchanged(admin_client):
+    workflow = Workflow.objects.get(name="sum_to")
+    before = (workflow.nodes, workflow.input_schema, workflow.output_schema, workflow.limits)
+    expr = next(n for n in workflow.nodes if n["id"] == "step")["transform"]["expr"]
+    assert "\n" in expr
+
+    graph = shown_graph(admin_client, workflow)
+    # The expression as its author wrote it, one line of YAML for each line of it.
+    assert "expr: |\r\n" in graph
+    for line in expr.splitlines():
+        assert f"{line}\r\n" in graph
+    assert "\\n" not in graph
+
+    response = admin_client.post(change_url(workflow), form_data(workflow, graph))
+    assert response.status_code == 302
+    workflow.refresh_from_db()
+    assert (workflow.nodes, workflow.input_schema, workflow.output_schema, workflow.limits) == (
+        before
+    )
+    assert workflow.versions.count() == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "one\ntwo\n",
+        "no final break\nhere",
+        "two final breaks\n\n",
+        "\n  starts with a break and spaces",
+        "trailing spaces \non a line",
+        "a tab\tand\na line",
+        "windows\r\nbreaks",
+        "other breaks\u2028\x85end",
+        "a: b\n- c # d\n'e' \"f\"",
+    ],
+)
+def test_any_multi_line_string_loads_back_equal(text):
+    document = {"nodes": [{"id": "t", "transform": {"expr": text}}], "description": text}
+    shown = dump_yaml(document)
+    assert yaml.safe_load(shown) == document
+    assert load_yaml(shown) == document
 
 
 def test_an_invalid_graph_is_refused_with_the_node_and_field_named(admin_client):
@@ -90,12 +146,25 @@ def test_a_test_run_with_bad_arguments_says_what_is_wrong(admin_client):
 
 
 def test_payloads_in_run_pages_are_escaped(admin_client):
-    from graphs.runs import workflow_call
-
     outcome = workflow_call(name="is_zero", arguments={"value": "<script>alert(1)</script>"})
     page = admin_client.get(reverse("admin:graphs_run_change", args=[outcome.run_id]))
     assert "<script>alert(1)</script>" not in page.content.decode()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.content.decode()
+
+
+def test_run_pages_show_durations_in_human_units(admin_client):
+    outcome = workflow_call(name="sum_to", arguments={"n": 3})
+    run = Run.objects.get(pk=outcome.run_id)
+    took = [run.duration_ms, *run.node_executions.values_list("duration_ms", flat=True)]
+    for url in (
+        reverse("admin:graphs_run_change", args=[run.pk]),
+        reverse("admin:graphs_run_changelist"),
+    ):
+        page = admin_client.get(url).content.decode()
+        assert duration(run.duration_ms) in page
+        for raw in took:
+            assert str(raw) not in page
+            assert f"{raw:.3f}" not in page
 
 
 def test_the_versions_of_a_workflow_are_listed_on_its_page(admin_client):
