@@ -1,6 +1,13 @@
 """Benchmark of graph workflows against mcpGraph, the reference implementation of the format.
 
-    .venv/bin/python bench/graphs.py [--calls 200] [--sections engine,endpoint,pool]
+    .venv/bin/python bench/graphs.py [--calls 50] [--sections engine,endpoint,pool] [--sqlite]
+
+Needs: the project's venv (the start command's is enough); Node and npm (mcpGraph is
+installed from npm on first use); for `endpoint` and `pool`, PostgreSQL (`DATABASE_URL`,
+default postgresql://postgres@127.0.0.1:5432/switchyard_bench; `--sqlite` runs ours on a
+throwaway SQLite file instead, figures not comparable with docs/benchmarks.md); for `pool`,
+the npm MCP servers of `bash .ci/install-mcp-peers.sh`. `--sections engine` needs none of it.
+With the defaults it takes about two minutes; `--calls 200` for steady figures.
 
 Sections:
 
@@ -47,6 +54,10 @@ FILES = ROOT / "bench" / "graph_files"
 PEER_HOME = Path("/tmp/mcpgraph-peer")
 PEER_VERSION = "0.1.23"
 FILESYSTEM = "@modelcontextprotocol/server-filesystem"
+# Where .ci/install-mcp-peers.sh puts the npm servers (as tests/peers reads it; that module
+# imports pytest, which the start command's venv does not have).
+PEERS_HOME = Path(os.environ.get("MCP_PEERS_HOME", "/tmp/mcp-peers"))
+DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/switchyard_bench"
 MODERN = "2026-07-28"
 META = {
     "io.modelcontextprotocol/protocolVersion": MODERN,
@@ -101,23 +112,20 @@ def _no_calls(*args: Any) -> Any:
 
 
 class Ours:
-    """A production start of Switchyard under uvicorn on a prepared PostgreSQL database."""
+    """A production start of Switchyard under uvicorn on a prepared database (PostgreSQL)."""
 
-    def __init__(self, workdir: Path, graph_files: list[Path]):
+    def __init__(self, workdir: Path, graph_files: list[Path], database_url: str):
         self.port = _free_port()
         self.env = {
             **os.environ,
             "DEBUG": "false",
             "SECRET_KEY": secrets.token_urlsafe(40),
-            "DATABASE_URL": os.environ.get(
-                "DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/switchyard_bench"
-            ),
+            "DATABASE_URL": database_url,
             "ALLOWED_HOSTS": "127.0.0.1",
             # Plain HTTP on loopback: no redirect to HTTPS.
             "SECURE_SSL_REDIRECT": "false",
         }
         self.env.pop("REDIS_URL", None)
-        _ensure_database(self.env["DATABASE_URL"])
         manage = [PYTHON, str(ROOT / "manage.py")]
         _checked([*manage, "migrate", "--no-input"], self.env)
         for path in graph_files:
@@ -266,14 +274,40 @@ def _checked(command: list[str], env: dict[str, str]) -> str:
 
 
 def _ensure_database(url: str) -> None:
+    """Create the PostgreSQL database if missing; say what to do when there is no server."""
     import psycopg
 
     name = url.rsplit("/", 1)[1]
     server = url.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(server, autocommit=True) as connection:
-        exists = connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
-        if exists.fetchone() is None:
-            connection.execute(f'CREATE DATABASE "{name}"')
+    try:
+        with psycopg.connect(server, autocommit=True, connect_timeout=5) as connection:
+            exists = connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
+            if exists.fetchone() is None:
+                connection.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.OperationalError as error:
+        raise SystemExit(
+            f"The endpoint and pool sections run ours on PostgreSQL, which did not answer at "
+            f"{server}: {str(error).strip()}\nStart PostgreSQL and set DATABASE_URL, or pass "
+            "--sqlite (a throwaway SQLite file), or --sections engine."
+        ) from None
+
+
+def _filesystem_server() -> list[str]:
+    """`node` and the bin script of the server-filesystem that the install script put in
+    PEERS_HOME, so the bench starts it without the network."""
+    manifest = PEERS_HOME / "node_modules" / FILESYSTEM / "package.json"
+    if not manifest.is_file():
+        raise SystemExit(
+            f"The pool section needs {FILESYSTEM} in {PEERS_HOME}: bash .ci/install-mcp-peers.sh"
+        )
+    bin_entry = json.loads(manifest.read_text(encoding="utf-8"))["bin"]
+    script = bin_entry if isinstance(bin_entry, str) else next(iter(bin_entry.values()))
+    return ["node", str(manifest.parent / script)]
+
+
+def _npx_offline_env() -> dict[str, str]:
+    """npx starts the copy of a bare package name the install script cached, offline."""
+    return {"npm_config_cache": str(PEERS_HOME / "npm-cache"), "npm_config_offline": "true"}
 
 
 def _wait_http(port: int, process: subprocess.Popen, log: Path) -> http.client.HTTPConnection:
@@ -333,8 +367,8 @@ def compare(
     return lines
 
 
-def bench_endpoint(workdir: Path, calls: int) -> list[str]:
-    ours = Ours(workdir, [FILES / "loop.yaml"])
+def bench_endpoint(workdir: Path, calls: int, database_url: str) -> list[str]:
+    ours = Ours(workdir, [FILES / "loop.yaml"], database_url)
     peer = Peer(FILES / "loop.yaml")
     try:
         cases = [("chain10", "chain10", {"x": 3}, {"x": 35}, calls)]
@@ -354,19 +388,17 @@ def bench_endpoint(workdir: Path, calls: int) -> list[str]:
         peer.stop()
 
 
-def bench_pool(workdir: Path, calls: int) -> list[str]:
-    sys.path.insert(0, str(ROOT))
-    from tests.peers import npx_offline_env, require_npm_server
-
+def bench_pool(workdir: Path, calls: int, database_url: str) -> list[str]:
+    filesystem = _filesystem_server()
     counting = workdir / "tests" / "counting"
     counting.mkdir(parents=True)
     for index in range(7):
         (counting / f"file{index}.txt").write_text("x")
     count_files = workdir / "count_files.yaml"
     count_files.write_text((ROOT / "tests" / "graphs" / "engine" / "count_files.yaml").read_text())
-    os.environ.update(npx_offline_env())
-    ours = Ours(workdir, [count_files])
-    peer = Peer(count_files, npx_offline_env())
+    os.environ.update(_npx_offline_env())
+    ours = Ours(workdir, [count_files], database_url)
+    peer = Peer(count_files, _npx_offline_env())
     arguments = {"directory": str(counting)}
     try:
         lines = compare(
@@ -375,7 +407,7 @@ def bench_pool(workdir: Path, calls: int) -> list[str]:
     finally:
         ours.stop()
         peer.stop()
-    lines += ["", *bench_spawn(require_npm_server(FILESYSTEM), counting, calls)]
+    lines += ["", *bench_spawn(filesystem, counting, calls)]
     return lines
 
 
@@ -429,26 +461,43 @@ def bench_spawn(command: list[str], directory: Path, calls: int) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--calls", type=int, default=200, help="calls per case and server")
+    parser.add_argument(
+        "--calls", type=int, default=50, help="calls per case and server (steady figures: 200)"
+    )
     parser.add_argument("--sections", default="engine,endpoint,pool")
+    parser.add_argument(
+        "--sqlite",
+        action="store_true",
+        help="ours on a throwaway SQLite file instead of PostgreSQL (DATABASE_URL)",
+    )
     options = parser.parse_args()
     sections = options.sections.split(",")
     print(f"# bench/graphs.py, {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores\n")
     with tempfile.TemporaryDirectory(prefix="bench-graphs-") as tmp:
         workdir = Path(tmp)
+        database_url = os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL)
+        if options.sqlite:
+            database_url = f"sqlite:///{workdir / 'bench.sqlite3'}"
+        # What the sections need is checked before any runs, not found missing minutes in.
+        needs_database = "endpoint" in sections or "pool" in sections
+        if needs_database and database_url.startswith("postgres"):
+            _ensure_database(database_url)
+        if "pool" in sections:
+            _filesystem_server()
         if "engine" in sections:
             print("## Engine (in-process, no observer)\n", *bench_engine(), "", sep="\n")
         if "endpoint" in sections:
             print(
-                "## Through /mcp, history on PostgreSQL, against mcpGraph over stdio\n",
-                *bench_endpoint(workdir, options.calls),
+                f"## Through /mcp, history on {database_url.split(':')[0]}, "
+                "against mcpGraph over stdio\n",
+                *bench_endpoint(workdir, options.calls, database_url),
                 "",
                 sep="\n",
             )
         if "pool" in sections:
             print(
                 "## count_files against server-filesystem\n",
-                *bench_pool(workdir, options.calls),
+                *bench_pool(workdir, options.calls, database_url),
                 "",
                 sep="\n",
             )
