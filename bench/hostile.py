@@ -3,6 +3,10 @@
     .venv/bin/python bench/hostile.py [--duration 60] [--warmup 20] [--ordinary 4]
         [--hostile 2] [--database-url sqlite:///...|postgresql://...] [--markdown]
 
+Needs: the project's venv only (the start command's is enough; SQLite unless
+`--database-url`). With the defaults it takes about two minutes; `--duration 5 --warmup 3`
+is a quick check.
+
 Starts the production start on loopback (bench/cluster.py): one uvicorn web instance in
 EXECUTION_MODE=direct on SQLite (a file in a temporary folder; `--database-url` for
 PostgreSQL) with the cache in local memory, the start issue 13 was found on. Imports

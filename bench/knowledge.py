@@ -4,6 +4,8 @@ Measures per-call time of get_node_types, get_node_details (1 and 10 nodes) and 
 through the real service functions (registry freshness check included), on the built-in
 catalog and on a synthetic catalog grown to `--specs` specs, in a throwaway SQLite database.
 
+Needs: the project's venv only (the start command's is enough); about 40 s with the defaults.
+
 The peer, measured in the same run, is the reference design of seeds/000: serialise the spec
 on every call and score a search by substring matches over every spec. Ratios are
 ours / peer: below 1 means faster than the reference.
