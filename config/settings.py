@@ -99,6 +99,9 @@ INSTALLED_APPS = [
     "nodespecs",
     "graphs",
     "mcp_endpoint",
+    # The spec admin's structured editor (nodespecs/forms.py): its template and its React
+    # bundle, served from the package's static files.
+    "django_jsonform",
 ]
 
 MIDDLEWARE = [

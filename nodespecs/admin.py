@@ -8,7 +8,6 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
@@ -20,18 +19,10 @@ from django.utils.html import format_html
 from nodespecs import admin_providers  # noqa: F401  (registers the Provider admin)
 from nodespecs.admin_audit import AuditedAdmin
 from nodespecs.audit import Action, actor_user, audit_record, audit_report, specs_named
-from nodespecs.models import DOCUMENT_FIELDS, NodeSpec, NodeSpecRevision
+from nodespecs.forms import ImportForm, NodeSpecForm
+from nodespecs.models import NodeSpec, NodeSpecRevision
 from nodespecs.serialization import serialize_spec
-from nodespecs.services import (
-    SpecImportError,
-    spec_restore,
-    spec_save,
-    specs_from_yaml,
-    specs_import,
-    specs_to_yaml,
-)
-
-MAX_IMPORT_BYTES = 2 * 1024 * 1024
+from nodespecs.services import spec_restore, spec_save, specs_import, specs_to_yaml
 
 
 class TagFilter(admin.SimpleListFilter):
@@ -49,62 +40,6 @@ class TagFilter(admin.SimpleListFilter):
         # JSON containment is not portable to SQLite; the catalog is small enough to scan.
         ids = [pk for pk, tags in queryset.values_list("pk", "tags") if tag in (tags or [])]
         return queryset.filter(pk__in=ids)
-
-
-JSON_FIELDS = tuple(
-    field.name for field in NodeSpec._meta.get_fields() if isinstance(field, models.JSONField)
-)
-
-
-class IndentedJSONField(forms.JSONField):
-    """Shows JSON indented, so a spec author edits a readable document, not one long line."""
-
-    def prepare_value(self, value: Any) -> str:
-        if isinstance(value, forms.fields.InvalidJSONInput):
-            return value
-        return json.dumps(value, indent=2, ensure_ascii=False, cls=self.encoder)
-
-
-class NodeSpecForm(forms.ModelForm):
-    class Meta:
-        model = NodeSpec
-        fields = DOCUMENT_FIELDS
-        field_classes = dict.fromkeys(JSON_FIELDS, IndentedJSONField)
-        widgets = {
-            name: forms.Textarea(attrs={"rows": 8, "cols": 100, "class": "vLargeTextField"})
-            for name in JSON_FIELDS
-        }
-
-
-class ImportForm(forms.Form):
-    file = forms.FileField(
-        required=False, help_text="A .yaml file with one spec or a list of specs."
-    )
-    text = forms.CharField(
-        required=False,
-        widget=forms.Textarea(attrs={"rows": 16, "cols": 100}),
-        label="or paste YAML",
-    )
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean()
-        upload = data.get("file")
-        if upload is not None:
-            if upload.size > MAX_IMPORT_BYTES:
-                raise forms.ValidationError(
-                    f"The file is larger than {MAX_IMPORT_BYTES // 1024} KiB."
-                )
-            try:
-                data["text"] = upload.read().decode("utf-8")
-            except UnicodeDecodeError:
-                raise forms.ValidationError("The file is not UTF-8 text.") from None
-        if not (data.get("text") or "").strip():
-            raise forms.ValidationError("Choose a YAML file or paste YAML.")
-        try:
-            data["documents"] = specs_from_yaml(data["text"])
-        except SpecImportError as exc:
-            raise forms.ValidationError(str(exc)) from None
-        return data
 
 
 @admin.register(NodeSpec)
@@ -135,17 +70,18 @@ class NodeSpecAdmin(AuditedAdmin):
         (
             "Record",
             {
+                # Three to a line: read-only facts, not worth a screen of their own.
                 "fields": (
-                    "source",
-                    "provider",
-                    "available",
-                    "created_at",
-                    "updated_at",
-                    "revision_history",
+                    ("source", "provider", "available"),
+                    ("created_at", "updated_at", "revision_history"),
                 )
             },
         ),
-        ("What an agent receives from get_node_details", {"fields": ("agent_preview",)}),
+        # Collapsed (Django renders it as <details>): the preview is as long as the spec.
+        (
+            "What an agent receives from get_node_details",
+            {"fields": ("agent_preview",), "classes": ("collapse",)},
+        ),
     )
 
     @admin.display(description="node", ordering="subtype")

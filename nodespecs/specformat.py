@@ -337,3 +337,49 @@ def dump_spec_document(document: SpecDocument) -> dict[str, Any]:
 # libyaml's C parser when it is installed (ten times faster on the catalog), else pure Python.
 SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 SafeDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+# JSON Schemas of the admin's structured editor (nodespecs/forms.py), in the dialect of
+# django-jsonform. A form cannot offer every JSON shape, so the editor holds parameters as a
+# list of rows with their name in the row, and free-form values (a default, options, an
+# example's payloads) as text; nodespecs/forms.py turns rows back into a document, which is
+# then validated by `parse_spec_document` like any other.
+PARAM_ROW_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "title": "Parameter",
+    "properties": {
+        # In the order of the admin's grid (templates/admin/nodespecs/nodespec/change_form.html).
+        "name": {"type": "string"},
+        "type": {"type": "string", "choices": list(PARAM_TYPES)},
+        "default": {"type": "string"},
+        "min": {"type": "number"},
+        "max": {"type": "number"},
+        "validation_pattern": {"type": "string"},
+        "required": {"type": "boolean"},
+        "sensitive": {"type": "boolean"},
+        "description": {"type": "string", "widget": "textarea"},
+        "options": {"type": "string", "widget": "textarea", "title": "Options (one a line)"},
+    },
+}
+PARAMS_EDITOR_SCHEMA: dict[str, Any] = {"type": "array", "items": PARAM_ROW_SCHEMA}
+
+EXAMPLE_PAYLOADS: tuple[str, ...] = ("configurations", "input_example", "expected_output")
+EXAMPLES_EDITOR_SCHEMA: dict[str, Any] = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "title": "Example",
+        "properties": {
+            "name": {"type": "string"},
+            "description": {"type": "string", "widget": "textarea"},
+            **{payload: {"type": "string", "widget": "textarea"} for payload in EXAMPLE_PAYLOADS},
+        },
+    },
+}
+
+# Lists of names (tags, aliases, attached nodes) are edited one item per input.
+STRING_LIST_EDITOR_SCHEMA: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
+
+# The editor shows every field of the format: a field added to a model must be added here.
+assert set(PARAM_ROW_SCHEMA["properties"]) == {"name", *ParamDef.model_fields}
+assert set(EXAMPLES_EDITOR_SCHEMA["items"]["properties"]) == set(Example.model_fields)

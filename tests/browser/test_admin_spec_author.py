@@ -1,4 +1,8 @@
-"""A new spec author in a real browser: sign in, create, make a mistake, preview, restore."""
+"""A new spec author in a real browser: sign in, create, make a mistake, preview, restore.
+
+Parameters, tags and examples are edited through forms generated from the spec format's
+JSON Schemas (django-jsonform), not as JSON text.
+"""
 
 import json
 
@@ -10,8 +14,18 @@ from nodespecs.models import NodeSpec
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def fill_json(page, field: str, value) -> None:
-    page.fill(f"#id_{field}", json.dumps(value, indent=2))
+def add_item(page, field: str) -> None:
+    page.click(f".field-{field} .rjf-add-button >> nth=-1")
+
+
+def row_input(page, field: str, row: int, key: str):
+    """An input of one row of a structured editor: django-jsonform names it rjf§ROW§KEY."""
+    return page.locator(f".field-{field} [name='rjf§{row}§{key}']")
+
+
+def preview(page) -> dict:
+    # The preview is collapsed; its text is there whether or not it is open.
+    return json.loads(page.text_content("pre.agent-preview"))
 
 
 def test_an_author_creates_edits_previews_and_restores_a_spec(signed_in, live_server, screenshot):
@@ -22,46 +36,63 @@ def test_an_author_creates_edits_previews_and_restores_a_spec(signed_in, live_se
     page.fill("#id_subtype", "PING_HOST")
     page.fill("#id_display_name", "Ping a host")
     page.fill("#id_description", "Send ICMP echo requests to a host and report whether it answers.")
-    fill_json(
-        page,
-        "configurations",
-        {"count": {"type": "integer", "description": "Echo requests to send.", "default": 3}},
-    )
-    fill_json(page, "tags", ["network", "ping"])
+    add_item(page, "configurations")
+    row_input(page, "configurations", 0, "name").fill("count")
+    row_input(page, "configurations", 0, "type").select_option("integer")
+    row_input(page, "configurations", 0, "default").fill("3")
+    row_input(page, "configurations", 0, "description").fill("Echo requests to send.")
+    add_item(page, "tags")
+    page.fill(".field-tags [name='rjf§0']", "network")
+    add_item(page, "tags")
+    page.fill(".field-tags [name='rjf§1']", "Ping")
     page.click("input[name=_continue]")
     assert "was added successfully" in page.inner_text(".messagelist")
+    spec = NodeSpec.objects.get(subtype="PING_HOST")
+    assert spec.configurations == {
+        "count": {
+            "type": "integer",
+            "description": "Echo requests to send.",
+            "default": 3,
+            "required": False,
+            "sensitive": False,
+        }
+    }
+    assert spec.tags == ["network", "ping"]
 
-    # A mistake: a default of the wrong type. The form names the parameter and the problem.
-    fill_json(
-        page,
-        "configurations",
-        {"count": {"type": "integer", "description": "Echo requests to send.", "default": "ten"}},
-    )
+    # A mistake: a default that is not a number. The form names the parameter and the problem
+    # at the field, keeps the author's edit on the page, and saves nothing.
+    row_input(page, "configurations", 0, "default").fill("ten")
     page.fill("#id_description", "A description that must not be saved with the mistake.")
     page.click("input[name=_continue]")
     errors = page.inner_text(".field-configurations .errorlist")
-    assert "count: default 'ten' is not of type integer" in errors
+    assert "count: default 'ten' is not a JSON integer; write it like 5." in errors
+    expect(row_input(page, "configurations", 0, "default")).to_have_value("ten")
+    # A rule of the spec format, checked by the same validation as every other way in.
+    row_input(page, "configurations", 0, "default").fill("5")
+    row_input(page, "configurations", 0, "min").fill("10")
+    page.click("input[name=_continue]")
+    errors = page.inner_text(".field-configurations .errorlist")
+    assert "count: default 5 is below min 10" in errors
     screenshot("admin-spec-validation-error")
     # The preview still shows the saved spec, which agents are served, not the mistake.
-    assert json.loads(page.inner_text("pre.agent-preview"))["default_configurations"] == {
-        "count": 3
-    }
+    assert preview(page)["default_configurations"] == {"count": 3}
     assert NodeSpec.objects.get(subtype="PING_HOST").description.startswith("Send ICMP")
 
-    # Fix it and save: the preview shows what an agent receives.
-    fill_json(
-        page,
-        "configurations",
-        {"count": {"type": "integer", "description": "Echo requests to send.", "default": 5}},
-    )
+    # Fix it and save: the preview, collapsed until opened, shows what an agent receives.
+    row_input(page, "configurations", 0, "min").fill("1")
     page.click("input[name=_continue]")
     assert "was changed successfully" in page.inner_text(".messagelist")
-    preview = json.loads(page.inner_text("pre.agent-preview"))
-    assert preview["default_configurations"] == {"count": 5}
-    assert preview["node_type"] == "ACTION"
+    summary = page.locator("summary", has_text="What an agent receives")
+    expect(page.locator("pre.agent-preview")).to_be_hidden()
+    summary.click()
+    expect(page.locator("pre.agent-preview")).to_be_visible()
+    shown = preview(page)
+    assert shown["default_configurations"] == {"count": 5}
+    assert shown["node_type"] == "ACTION"
     screenshot("admin-spec-preview")
+    assert NodeSpec.objects.get(subtype="PING_HOST").configurations["count"]["min"] == 1
 
-    # The history keeps both saves; restore the first.
+    # The history keeps every save; restore the first.
     page.click("text=see and restore")
     # expect() waits for the revisions page to load; count() alone would not.
     expect(page.locator("#revisions tbody tr")).to_have_count(2)
@@ -69,6 +100,32 @@ def test_an_author_creates_edits_previews_and_restores_a_spec(signed_in, live_se
     screenshot("admin-spec-revisions")
     page.click("input[value='Restore revision 1']")
     assert "Restored ACTION/PING_HOST to revision 1" in page.inner_text(".messagelist")
-    preview = json.loads(page.inner_text("pre.agent-preview"))
-    assert preview["default_configurations"] == {"count": 3}
+    assert preview(page)["default_configurations"] == {"count": 3}
     assert NodeSpec.objects.get(subtype="PING_HOST").revisions.count() == 3
+
+
+def test_a_catalog_spec_opens_compact_and_saves_unchanged(
+    signed_in, live_server, loaded_catalog, screenshot
+):
+    page = signed_in
+    requested = []
+    page.on("request", lambda request: requested.append(request.url))
+    spec = NodeSpec.objects.get(node_type="ACTION", subtype="HTTP_REQUEST")
+    before = spec.document()
+
+    page.goto(f"{live_server.url}/admin/nodespecs/nodespec/{spec.pk}/change/")
+    expect(row_input(page, "configurations", 0, "name")).to_have_value("method")
+
+    # Every file the editor needs comes from this server: no CDN.
+    assert requested
+    assert all(url.startswith(live_server.url) for url in requested), requested
+    # Sixteen parameters and an example, each row laid out in two lines at 1,280 px; the
+    # JSON textareas it replaces made the page 6,400 px tall.
+    height = page.evaluate("document.documentElement.scrollHeight")
+    assert height < 5000, height
+    screenshot("admin-spec-edit")
+
+    # Saved without an edit, the editor gives back exactly the stored document.
+    page.click("input[name=_continue]")
+    assert "was changed successfully" in page.inner_text(".messagelist")
+    assert NodeSpec.objects.get(pk=spec.pk).document() == before

@@ -10,6 +10,7 @@ import yaml
 from django.contrib.auth.models import Permission
 from django.urls import reverse
 
+from nodespecs.forms import NodeSpecForm
 from nodespecs.models import DOCUMENT_FIELDS, NodeSpec, NodeSpecRevision
 from nodespecs.services import spec_save
 
@@ -223,7 +224,10 @@ def test_the_change_form_carries_the_shown_json_for_change_detection(author_clie
 
     form = response.context["adminform"].form
     assert 'name="initial-configurations"' in page_text(response)
-    assert json.loads(form["configurations"].value()) == spec.configurations
+    # The editor shows the parameters as rows, which read back as the spec's configurations.
+    shown = form["configurations"].value()
+    assert [row["name"] for row in json.loads(shown)] == ["host", "timeout"]
+    assert form.fields["configurations"].to_python(shown) == spec.configurations
 
 
 @pytest.mark.parametrize(
@@ -299,6 +303,216 @@ def test_the_change_page_links_to_the_revisions(author_client, spec):
 
     assert f'href="{revisions_url(spec)}"' in page_text(response)
     assert "1 revision: see and restore" in page_text(response)
+
+
+# The structured editor: what the browser posts from the forms generated from the JSON Schemas
+
+
+def editor_data(spec: NodeSpec, **fields) -> dict[str, str]:
+    """What the change form posts once the editor has run: the spec's fields as the editor
+    holds them (parameters and examples as rows), with `fields` replaced."""
+    form = NodeSpecForm(instance=spec)
+    data = {}
+    for name in DOCUMENT_FIELDS:
+        value = form[name].value()
+        data[name] = value
+        if name in fields:
+            data[name] = fields[name] if isinstance(fields[name], str) else json_text(fields[name])
+        if not isinstance(getattr(spec, name), str):
+            data[f"initial-{name}"] = value
+    return data
+
+
+def test_every_catalog_spec_reads_back_unchanged_from_the_editor(loaded_catalog):
+    for spec in NodeSpec.objects.all():
+        form = NodeSpecForm(instance=spec)
+        for name in ("configurations", "input_params", "output_params", "examples", "tags"):
+            shown = form[name].value()
+            assert form.fields[name].to_python(shown) == getattr(spec, name), (spec, name)
+
+
+def test_parameter_rows_are_saved_as_the_spec_format_holds_them(author_client, spec):
+    rows = [
+        # Empty boxes are how the editor shows keys that are not set.
+        {
+            "name": "host",
+            "type": "string",
+            "description": "Host.",
+            "default": "",
+            "min": None,
+            "max": None,
+            "options": "",
+            "validation_pattern": "",
+            "required": True,
+            "sensitive": False,
+        },
+        {
+            "name": "timeout",
+            "type": "integer",
+            "description": "Seconds.",
+            "default": "5",
+            "min": 1,
+            "max": 60,
+            "options": "",
+            "validation_pattern": "",
+            "required": False,
+            "sensitive": False,
+        },
+        {
+            "name": "mode",
+            "type": "string",
+            "description": "Mode.",
+            "default": "fast",
+            "options": "fast\nslow\n",
+            "required": False,
+            "sensitive": False,
+        },
+        {
+            "name": "labels",
+            "type": "object",
+            "description": "Labels.",
+            "default": '{"a": 1}',
+            "required": False,
+            "sensitive": False,
+        },
+    ]
+
+    response = author_client.post(change_url(spec), editor_data(spec, configurations=rows))
+
+    assert response.status_code == 302, page_text(response)
+    spec.refresh_from_db()
+    assert spec.configurations == {
+        "host": {"type": "string", "description": "Host.", "required": True, "sensitive": False},
+        "timeout": {
+            "type": "integer",
+            "description": "Seconds.",
+            "default": 5,
+            "min": 1,
+            "max": 60,
+            "required": False,
+            "sensitive": False,
+        },
+        "mode": {
+            "type": "string",
+            "description": "Mode.",
+            "default": "fast",
+            "options": ["fast", "slow"],
+            "required": False,
+            "sensitive": False,
+        },
+        "labels": {
+            "type": "object",
+            "description": "Labels.",
+            "default": {"a": 1},
+            "required": False,
+            "sensitive": False,
+        },
+    }
+    assert spec.revisions.order_by("-number").first().comment == "Changed configurations"
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        (
+            {"name": "timeout", "type": "integer", "description": "t", "default": "ten"},
+            "timeout: default 'ten' is not a JSON integer; write it like 5.",
+        ),
+        (
+            {"name": "timeout", "type": "integer", "description": "t", "default": '"ten"'},
+            "timeout: default 'ten' is not of type integer",
+        ),
+        (
+            {"name": "timeout", "type": "integer", "description": "t", "min": 10, "max": 1},
+            "timeout: min 10 is greater than max 1",
+        ),
+        ({"name": "timeout", "type": "integer", "description": ""}, "timeout.description"),
+        ({"name": " ", "type": "integer", "description": "t"}, "Parameter 1 has no name"),
+    ],
+    ids=["default-not-json", "default-of-wrong-type", "min-above-max", "no-description", "no-name"],
+)
+def test_a_bad_parameter_row_is_named_at_the_field_and_nothing_is_saved(
+    author_client, spec, row, message
+):
+    before = spec.document()
+
+    response = author_client.post(
+        change_url(spec), editor_data(spec, configurations=[row], description="Changed.")
+    )
+
+    assert response.status_code == 200
+    assert message in response.context["adminform"].form.errors["configurations"][0]
+    spec.refresh_from_db()
+    assert spec.document() == before
+
+
+def test_two_parameters_of_one_name_are_refused(author_client, spec):
+    row = {"name": "host", "type": "string", "description": "Host."}
+
+    response = author_client.post(change_url(spec), editor_data(spec, configurations=[row, row]))
+
+    assert "Two parameters are named 'host'" in page_text(response)
+    assert spec.revisions.count() == 1
+
+
+def test_example_payloads_are_edited_as_json_text(author_client, spec):
+    rows = [
+        {
+            "name": "Ping",
+            "description": "Ping a host.",
+            "configurations": '{"host": "a.b"}',
+            "input_example": "",
+            "expected_output": '{\n  "alive": true\n}',
+        }
+    ]
+
+    response = author_client.post(change_url(spec), editor_data(spec, examples=rows))
+
+    assert response.status_code == 302, page_text(response)
+    spec.refresh_from_db()
+    assert spec.examples == [
+        {
+            "name": "Ping",
+            "description": "Ping a host.",
+            "configurations": {"host": "a.b"},
+            "input_example": {},
+            "expected_output": {"alive": True},
+        }
+    ]
+
+
+def test_an_example_payload_that_is_not_json_is_refused_and_shown_again_as_typed(
+    author_client, spec
+):
+    rows = [{"name": "Ping", "description": "Ping.", "input_example": "{host: a.b}"}]
+
+    response = author_client.post(change_url(spec), editor_data(spec, examples=rows))
+
+    assert response.status_code == 200
+    assert "Example 1: input_example is not valid JSON" in page_text(response)
+    shown = json.loads(response.context["adminform"].form["examples"].value())
+    assert shown[0]["input_example"] == "{host: a.b}"
+    assert spec.revisions.count() == 1
+
+
+def test_the_change_page_renders_the_editors_from_the_package_s_own_files(author_client, spec):
+    response = author_client.get(change_url(spec))
+
+    text = page_text(response)
+    for name in ("configurations", "input_params", "output_params", "examples", "tags"):
+        assert f'id="id_{name}" name="{name}"' in text
+        assert 'data-django-jsonform="' in text.split(f'id="id_{name}" name="{name}"')[1][:300]
+    assert "/static/django_jsonform/react-json-form.js" in text
+    assert "/static/django_jsonform/vendor/react.production.min.js" in text
+    assert "://" not in text.split('<script src="', 1)[1].split('"', 1)[0]
+
+
+def test_the_agent_preview_is_collapsed_under_a_summary(author_client, spec):
+    text = page_text(author_client.get(change_url(spec)))
+
+    details = text.split("<details>")[-1]
+    assert "What an agent receives from get_node_details" in details.split("</summary>")[0]
+    assert '<pre class="agent-preview">' in details
 
 
 # Revisions
