@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from django import forms
+from django_jsonform.constants import JOIN_SYMBOL
 from django_jsonform.widgets import JSONFormWidget
 
 from nodespecs.models import DOCUMENT_FIELDS, NodeSpec
@@ -20,6 +21,7 @@ from nodespecs.services import SpecImportError, specs_from_yaml
 from nodespecs.specformat import (
     EXAMPLE_PAYLOADS,
     EXAMPLES_EDITOR_SCHEMA,
+    PARAM_ROW_SCHEMA,
     PARAMS_EDITOR_SCHEMA,
     STRING_LIST_EDITOR_SCHEMA,
 )
@@ -146,6 +148,32 @@ def rows_to_examples(rows: list[Any]) -> list[Any]:
     return examples
 
 
+def param_error_map(shown: Any, messages: list[str]) -> dict[str, list[str]]:
+    """Where each error of a parameter field belongs in the editor: "count: default 5 is below
+    min 10" goes under the default box of the row named count. Keys are django-jsonform's
+    paths (row index and key joined by §); an error that names no row stays only in the list
+    above the editor."""
+    try:
+        rows = json.loads(shown)
+    except (TypeError, json.JSONDecodeError):
+        return {}
+    if not isinstance(rows, list):
+        return {}
+    names = [str(row.get("name", "")).strip() if isinstance(row, dict) else "" for row in rows]
+    error_map: dict[str, list[str]] = {}
+    for message in messages:
+        head, _, rest = message.partition(": ")
+        name, _, key = head.partition(".")
+        if not rest or name not in names:
+            continue
+        # The format's messages start with the key they are about: "min 10 is greater…".
+        key = key or rest.split(" ", 1)[0]
+        if key not in PARAM_ROW_SCHEMA["properties"]:
+            key = "name"
+        error_map.setdefault(f"{names.index(name)}{JOIN_SYMBOL}{key}", []).append(rest)
+    return error_map
+
+
 class EditorField(forms.JSONField):
     """A JSON model field edited with a JSON Schema form. Subclasses say how the document's
     value becomes the editor's data and back."""
@@ -227,6 +255,14 @@ class NodeSpecForm(forms.ModelForm):
             ),
             "examples": "Configurations, input and expected output are JSON objects.",
         }
+
+    def full_clean(self) -> None:
+        super().full_clean()
+        # Besides the list above the editor, mark the box each parameter error is about.
+        for name in PARAM_FIELDS:
+            if self.is_bound and name in self.errors:
+                error_map = param_error_map(self[name].value(), self.errors[name])
+                self.fields[name].widget.add_error(error_map)
 
 
 class ImportForm(forms.Form):

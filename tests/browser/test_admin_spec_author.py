@@ -73,6 +73,10 @@ def test_an_author_creates_edits_previews_and_restores_a_spec(signed_in, live_se
     page.click("input[name=_continue]")
     errors = page.inner_text(".field-configurations .errorlist")
     assert "count: default 5 is below min 10" in errors
+    # And at the box it is about, in the parameter's row.
+    expect(page.locator(".field-configurations .rjf-error-text")).to_have_text(
+        "default 5 is below min 10"
+    )
     screenshot("admin-spec-validation-error")
     # The preview still shows the saved spec, which agents are served, not the mistake.
     assert preview(page)["default_configurations"] == {"count": 3}

@@ -446,6 +446,19 @@ def test_a_bad_parameter_row_is_named_at_the_field_and_nothing_is_saved(
     assert spec.document() == before
 
 
+def test_a_parameter_error_is_also_marked_at_its_box_in_the_editor(author_client, spec):
+    rows = [
+        {"name": "host", "type": "string", "description": "Host."},
+        {"name": "timeout", "type": "integer", "description": "t", "default": "5", "min": 10},
+    ]
+
+    response = author_client.post(change_url(spec), editor_data(spec, configurations=rows))
+
+    widget = response.context["adminform"].form.fields["configurations"].widget
+    assert widget.error_map == {"1§default": ["default 5 is below min 10"]}
+    assert "default 5 is below min 10" in widget.render("configurations", json.dumps(rows))
+
+
 def test_two_parameters_of_one_name_are_refused(author_client, spec):
     row = {"name": "host", "type": "string", "description": "Host."}
 
