@@ -69,7 +69,15 @@ def test_favicon_ico_answers_with_the_icon(client):
 @pytest.mark.django_db
 @pytest.mark.parametrize(
     ("page", "signed_in"),
-    [("/admin/login/", False), ("/admin/", True), ("/runs/", True), ("/workflows/", True)],
+    [
+        ("/admin/login/", False),
+        ("/admin/", True),
+        # Change forms load the most assets: widgets' scripts and styles.
+        ("/admin/nodespecs/nodespec/add/", True),
+        ("/admin/graphs/workflow/add/", True),
+        ("/runs/", True),
+        ("/workflows/", True),
+    ],
 )
 def test_pages_link_the_favicon_and_load_only_local_assets(client, admin_user, page, signed_in):
     if signed_in:
