@@ -5,6 +5,7 @@ time (a run may have thousands)."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from django import forms
@@ -15,8 +16,10 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse, reverse_lazy
+from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
+from django.utils.timezone import localtime
 
 from graphs import selectors
 from graphs.drawing import draw_graph
@@ -31,8 +34,15 @@ from nodespecs.models import Provider
 
 
 def drawing_html(svg: str) -> str:
-    """A drawing from `draw_graph` (which escapes every label), scrolling when it is wide."""
-    return format_html('<div style="overflow-x: auto; max-width: 100%">{}</div>', mark_safe(svg))
+    """A drawing from `draw_graph` (which escapes every label), scaled down to fit the form,
+    scrolling when it is wider still (graphs/static/graphs/admin.css)."""
+    return format_html('<div class="graph-drawing">{}</div>', mark_safe(svg))
+
+
+class DrawingMedia:
+    """The stylesheet of the admin pages that show drawings and JSON payloads."""
+
+    css = {"all": ["graphs/admin.css"]}
 
 
 # The admin's "View site" link leads reviewers to the history pages, which link back here.
@@ -90,7 +100,12 @@ class WorkflowForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         if self.instance.pk and not self.is_bound:
-            self.initial["graph"] = editor_text(self.instance)
+            text = editor_text(self.instance)
+            self.initial["graph"] = text
+            # Tall enough for the whole graph up to a point: scrolling inside a box within
+            # the page hides the part being edited.
+            lines = text.count("\n") + 2
+            self.fields["graph"].widget.attrs["rows"] = min(max(lines, 30), 80)
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
@@ -185,6 +200,7 @@ class WorkflowAdmin(AuditedAdmin):
     )
     inlines = [VersionInline]
     change_form_template = "admin/graphs/workflow/change_form.html"
+    Media = DrawingMedia
 
     @admin.display(description="Graph")
     def drawing(self, workflow: Workflow) -> str:
@@ -258,6 +274,7 @@ class WorkflowVersionAdmin(admin.ModelAdmin):
         "created_at",
     )
     fields = readonly_fields
+    Media = DrawingMedia
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -271,7 +288,11 @@ class WorkflowVersionAdmin(admin.ModelAdmin):
 
     @admin.display(description="Definition")
     def definition_yaml(self, version: WorkflowVersion) -> str:
-        return format_html("<pre>{}</pre>", dump_yaml(version.definition))
+        return format_html('<pre class="payload">{}</pre>', dump_yaml(version.definition))
+
+
+def _timestamp(moment: datetime | None) -> str:
+    return date_format(localtime(moment), "Y-m-d H:i:s.u") if moment else "—"
 
 
 # Node executions a page of a run's admin page: the admin renders each as a form, at about
@@ -309,7 +330,9 @@ class NodeExecutionInline(admin.TabularInline):
 
     @staticmethod
     def _json(value: Any) -> str:
-        return format_html("<pre>{}</pre>", json.dumps(value, indent=2, ensure_ascii=False))
+        return format_html(
+            '<pre class="payload">{}</pre>', json.dumps(value, indent=2, ensure_ascii=False)
+        )
 
     @admin.display(description="took")
     def took(self, row: NodeExecution) -> str:
@@ -350,15 +373,16 @@ class RunAdmin(admin.ModelAdmin):
         "session_id",
         "node_count",
         "truncated",
-        "created_at",
-        "started_at",
-        "finished_at",
+        "created",
+        "started",
+        "finished",
         "took",
     )
     fields = readonly_fields
     inlines = [NodeExecutionInline]
     # Adds the path taken, and links between the pages of node executions.
     change_form_template = "admin/graphs/run/change_form.html"
+    Media = DrawingMedia
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -410,6 +434,20 @@ class RunAdmin(admin.ModelAdmin):
     @admin.display(description="duration", ordering="duration_ms")
     def took(self, run: Run) -> str:
         return duration(run.duration_ms)
+
+    # To the microsecond, as the history pages show them: a run of a few milliseconds
+    # created, started and finished within the same minute.
+    @admin.display(description="created")
+    def created(self, run: Run) -> str:
+        return _timestamp(run.created_at)
+
+    @admin.display(description="started")
+    def started(self, run: Run) -> str:
+        return _timestamp(run.started_at)
+
+    @admin.display(description="finished")
+    def finished(self, run: Run) -> str:
+        return _timestamp(run.finished_at)
 
     @admin.display(description="arguments")
     def arguments_json(self, run: Run) -> str:

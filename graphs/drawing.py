@@ -16,6 +16,9 @@ from typing import Any
 
 BOX_WIDTH, BOX_HEIGHT = 150, 44
 COLUMN_GAP, ROW_GAP, MARGIN = 60, 26, 20
+# A drawing wider than its page scales down to fit (stylesheets give it `max-width: 100%`)
+# but no further than this, where its 12 px text is still readable: then its box scrolls.
+MIN_SCALE = 0.5
 COLORS = {
     "entry": "#e0f2fe",
     "exit": "#e0f2fe",
@@ -93,7 +96,8 @@ def draw_graph(
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="graph" role="img" width="{width}" '
         f'height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" '
-        'font-size="12"><defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" '
+        f'font-size="12" style="min-width: {round(width * MIN_SCALE)}px">'
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" '
         'markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
         '<path d="M 0 0 L 10 5 L 0 10 z" fill="#64748b"/></marker></defs>'
     ]
