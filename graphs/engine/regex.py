@@ -258,7 +258,6 @@ class _SafeFunctions:
                 )
         return Functions.format_number(value, picture, options)
 
-
     @staticmethod
     def replace(string: Any, pattern: Any, replacement: Any, limit: float | None) -> Any:
         """``$replace`` in time linear in ``string``, with jsonata-python's results.
