@@ -205,6 +205,8 @@ class ParamsField(EditorField):
 
 
 class ExamplesField(EditorField):
+    """Examples: a list in both; in the editor each payload is JSON text."""
+
     def to_editor(self, value: Any) -> Any:
         return examples_to_rows(value) if isinstance(value, list) else value
 
