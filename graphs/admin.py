@@ -340,7 +340,11 @@ class NodeExecutionInline(admin.TabularInline):
 
     @admin.display(description="detail")
     def detail_json(self, row: NodeExecution) -> str:
-        return self._json(row.detail)
+        # In the graph's own format, so a transform's expression reads as its author wrote
+        # it, a line a line, not one JSON string of \n escapes.
+        if row.detail is None:
+            return "—"
+        return format_html('<pre class="payload">{}</pre>', dump_yaml(row.detail))
 
     @admin.display(description="output")
     def output_json(self, row: NodeExecution) -> str:

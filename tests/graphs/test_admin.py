@@ -167,6 +167,12 @@ def test_run_pages_show_durations_in_human_units(admin_client):
             assert f"{raw:.3f}" not in page
 
 
+def test_the_run_page_shows_an_expression_as_its_author_wrote_it(admin_client):
+    outcome = workflow_call(name="sum_to", arguments={"n": 1})
+    page = admin_client.get(reverse("admin:graphs_run_change", args=[outcome.run_id]))
+    assert "expr: |\n  $executionCount(&quot;step&quot;) = 0\n" in page.content.decode()
+
+
 def test_the_versions_of_a_workflow_are_listed_on_its_page(admin_client):
     workflow = Workflow.objects.get(name="classify")
     page = admin_client.get(change_url(workflow)).content.decode()
