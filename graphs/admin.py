@@ -100,12 +100,12 @@ class WorkflowForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         if self.instance.pk and not self.is_bound:
-            text = editor_text(self.instance)
-            self.initial["graph"] = text
-            # Tall enough for the whole graph up to a point: scrolling inside a box within
-            # the page hides the part being edited.
-            lines = text.count("\n") + 2
-            self.fields["graph"].widget.attrs["rows"] = min(max(lines, 30), 80)
+            self.initial["graph"] = editor_text(self.instance)
+        # Tall enough for the whole graph up to a point, shown again with its errors too:
+        # scrolling inside a box within the page hides the part being edited.
+        text = self.data.get("graph", "") if self.is_bound else self.initial.get("graph", "")
+        lines = str(text).count("\n") + 2
+        self.fields["graph"].widget.attrs["rows"] = min(max(lines, 30), 80)
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
