@@ -1,13 +1,82 @@
-"""Shared fixtures: a fixed cast of users and the built-in catalog."""
+"""Shared fixtures: a fixed cast of users and the built-in catalog; the hypothesis
+profiles; the npm MCP servers, installed once for every test session."""
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+from datetime import timedelta
+from pathlib import Path
+
 import pytest
 from django.core.cache import cache
+from hypothesis import settings as hypothesis_settings
 
 from nodespecs.catalog import read_builtin_catalog
 from nodespecs.registry import Registry
 from nodespecs.specformat import dump_spec_document
+from tests.peers import INSTALL_SCRIPT, PEERS_HOME
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# CI runs the same examples every time, so a failure there is a failure of the change and the
+# run's time does not vary with the seed; elsewhere examples vary, to find more. In both, an
+# example that takes seconds is a bug (one once read a 300-second stream to its end).
+hypothesis_settings.register_profile(
+    "ci", derandomize=True, database=None, deadline=timedelta(seconds=5)
+)
+hypothesis_settings.register_profile("dev", deadline=timedelta(seconds=5))
+hypothesis_settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+)
+
+
+# Every test in these folders starts real servers (uvicorn, Celery, Chromium, MCP peers made
+# to fail) and waits on them: they are the `long` tests, which the README's test command
+# leaves out and CI runs after it (`pytest -m long`). A folder, not a list, so that a new
+# test there is long without anyone remembering to say so.
+LONG_FOLDERS = {"e2e", "browser", "faults"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items):
+    tests = Path(__file__).parent
+    for item in items:
+        if item.path.relative_to(tests).parts[0] in LONG_FOLDERS:
+            item.add_marker(pytest.mark.long)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _npm_mcp_servers(request):
+    """Install the npm MCP servers the tests start into PEERS_HOME, once: a stamp named after
+    the install script's content marks a finished install, so later sessions cost nothing
+    and a change of the pinned versions installs again. A lock keeps two test runs started
+    at once from installing over each other. Without npm, or offline, the tests that need
+    the servers fail with the command that installs them (tests/peers)."""
+    script = ROOT / INSTALL_SCRIPT
+    stamp = PEERS_HOME / f".installed-{hashlib.sha256(script.read_bytes()).hexdigest()[:16]}"
+    if stamp.exists() or not shutil.which("npm"):
+        return
+    PEERS_HOME.mkdir(parents=True, exist_ok=True)
+    with open(PEERS_HOME / ".install-lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if stamp.exists():  # another run installed them while this one waited
+            return
+        result = subprocess.run(
+            ["bash", str(script)],
+            env={**os.environ, "MCP_PEERS_HOME": str(PEERS_HOME)},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        if result.returncode == 0:
+            stamp.touch()
+        else:  # said at once: the tests that need the servers fail later, one by one
+            reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+            reporter.write_line(f"\n{INSTALL_SCRIPT} failed:\n{result.stderr}", red=True)
 
 
 @pytest.fixture(autouse=True)
