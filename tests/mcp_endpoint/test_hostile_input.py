@@ -21,9 +21,9 @@ from tests.mcp_endpoint.helpers import (
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+# The deadline and, in CI, the fixed seed come from the profile in tests/conftest.py.
 EXAMPLES = settings(
     max_examples=120,
-    deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 METHODS = [
@@ -134,6 +134,14 @@ def assert_rpc(message: Any) -> None:
         assert isinstance(error["code"], int)
         assert isinstance(error["message"], str)
         assert "Traceback" not in error["message"]
+
+
+@pytest.fixture(autouse=True)
+def _short_listen(settings):
+    """A generated `subscriptions/listen` is answered with a stream that stays open for
+    MCP_LISTEN_SECONDS (300 by default): these tests check the answer's form, which a stream
+    that ends at once has too (acknowledgement, then the result)."""
+    settings.MCP_LISTEN_SECONDS = 0
 
 
 @pytest.fixture
