@@ -108,3 +108,11 @@ def start_server(tmp: Path, **settings: str) -> Iterator[LiveServer]:
 @pytest.fixture(scope="session")
 def live_mcp(tmp_path_factory) -> Iterator[LiveServer]:
     yield from start_server(tmp_path_factory.mktemp("live"))
+
+
+# The tests of several instances sharing Redis, and of Celery workers on a Redis broker: on
+# the embedded default (no REDIS_URL) there may be no Redis to reach, so they skip, saying why.
+needs_redis = pytest.mark.skipif(
+    not os.environ.get("REDIS_URL"),
+    reason="needs Redis: set REDIS_URL=redis://127.0.0.1:6379/15 (as .ci/run does)",
+)

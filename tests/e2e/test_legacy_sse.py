@@ -15,10 +15,10 @@ from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.types import Implementation
 
-from tests.e2e.conftest import LiveServer, _database_url, start_server
+from tests.e2e.conftest import LiveServer, _database_url, needs_redis, start_server
 from tests.e2e.test_mcp_client import run
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, needs_redis]
 
 REDIS_DATABASE = 12
 LATEST_LEGACY = "2025-11-25"

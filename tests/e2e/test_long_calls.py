@@ -18,11 +18,11 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.e2e.conftest import LiveServer, _manage
+from tests.e2e.conftest import LiveServer, _manage, needs_redis
 from tests.e2e.test_queued_runs import Stack, latest_run, run_row, wait_for
 from tests.e2e.test_queued_runs import stack as stack
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, needs_redis]
 
 MODERN = "2026-07-28"
 TASKS = "io.modelcontextprotocol/tasks"

@@ -22,11 +22,18 @@ import anyio
 import httpx2
 import pytest
 
-from tests.e2e.conftest import ROOT, LiveServer, _database_url, _manage, start_server
+from tests.e2e.conftest import (
+    ROOT,
+    LiveServer,
+    _database_url,
+    _manage,
+    needs_redis,
+    start_server,
+)
 from tests.e2e.test_mcp_client import connect, run
 from tests.peers import ECHO_SERVER
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, needs_redis]
 
 BROKER = os.environ.get("QUEUED_TESTS_BROKER", "redis://127.0.0.1:6379/13")
 # Short intervals so that a lost worker is reaped, and a lost message sent again, within seconds.
