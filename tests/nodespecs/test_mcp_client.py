@@ -31,7 +31,8 @@ from nodespecs.mcp_limits import (
 from nodespecs.mcp_stdio import LineSplitter, MessageTooLarge
 from tests.peers import echo_http_server, echo_server_command, free_port
 
-pytestmark = pytest.mark.slow
+# Each test waits on echo peers for a few seconds at most; a minute means one has hung.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 
 
 @pytest.fixture(autouse=True)
