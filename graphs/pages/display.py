@@ -33,9 +33,12 @@ def payload(value: Any) -> Payload:
 
 
 def duration(milliseconds: float | None) -> str:
-    """A duration for people: 0.04 ms, 12.3 ms, 1.25 s, 3 min 05 s."""
+    """A duration for people: < 0.01 ms, 0.04 ms, 12.3 ms, 1.25 s, 3 min 05 s."""
     if milliseconds is None:
         return "—"
+    if milliseconds < 0.005:
+        # An entry or exit node takes microseconds; "0.00 ms" would read as not timed.
+        return "< 0.01 ms"
     if milliseconds < 1:
         return f"{milliseconds:.2f} ms"
     if milliseconds < 1000:

@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from graphs import selectors
 from graphs.models import NodeExecution, Run, Workflow
+from graphs.pages import display
 from graphs.runs import run_create, run_execute, workflow_call
 from graphs.selectors import Cursor, RunFilters
 
@@ -229,6 +230,22 @@ def test_the_timeline_runs_from_the_first_node_to_the_end_of_the_last(reviewer):
     assert rows[0].left == 0
     assert [row.left for row in rows] == sorted(row.left for row in rows)
     assert max(row.left + row.width for row in rows) == pytest.approx(100, abs=0.5)
+
+
+@pytest.mark.parametrize(
+    ("milliseconds", "shown"),
+    [
+        (None, "—"),
+        (0.0022, "< 0.01 ms"),
+        (0.04, "0.04 ms"),
+        (12.34, "12.3 ms"),
+        (80.81859099991107, "80.8 ms"),
+        (1250.0, "1.25 s"),
+        (80818.59099991107, "1 min 21 s"),
+    ],
+)
+def test_durations_are_in_human_units(milliseconds, shown):
+    assert display.duration(milliseconds) == shown
 
 
 def test_a_failed_run_names_and_marks_its_failing_node(reviewer):
