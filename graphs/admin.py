@@ -302,18 +302,9 @@ EXECUTIONS_PER_PAGE = 25
 
 class NodeExecutionInline(admin.TabularInline):
     model = NodeExecution
-    fields = (
-        "index",
-        "node_id",
-        "node_type",
-        "iteration",
-        "status",
-        "took",
-        "attempts",
-        "error",
-        "detail_json",
-        "output_json",
-    )
+    # Node, type and iteration in one column, status and attempts in another: as ten
+    # columns, the narrow ones left the detail and output a few letters wide.
+    fields = ("index", "node", "outcome", "took", "error", "detail_json", "output_json")
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -333,6 +324,20 @@ class NodeExecutionInline(admin.TabularInline):
         return format_html(
             '<pre class="payload">{}</pre>', json.dumps(value, indent=2, ensure_ascii=False)
         )
+
+    @admin.display(description="node")
+    def node(self, row: NodeExecution) -> str:
+        return format_html(
+            '<strong>{}</strong><br><span class="quiet">{}, iteration {}</span>',
+            row.node_id,
+            row.node_type,
+            row.iteration,
+        )
+
+    @admin.display(description="status")
+    def outcome(self, row: NodeExecution) -> str:
+        attempts = f", {row.attempts} attempts" if row.attempts > 1 else ""
+        return f"{row.get_status_display()}{attempts}"
 
     @admin.display(description="took")
     def took(self, row: NodeExecution) -> str:
