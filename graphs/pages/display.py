@@ -103,7 +103,8 @@ def timeline(steps: list[Step], *, now: datetime) -> list[TimelineRow]:
     def span(step: Step) -> tuple[float, float]:
         start = (step.execution.started_at - origin).total_seconds() * 1000
         length = step.execution.duration_ms
-        if length is None:
+        # A running row's stored duration is the 0 it was written with as it started.
+        if length is None or step.execution.status == "running":
             length = max((now - step.execution.started_at).total_seconds() * 1000, 0.0)
         return start, length
 

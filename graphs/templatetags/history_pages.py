@@ -61,7 +61,8 @@ def timeline_step(row: display.TimelineRow, looping: Collection[str]) -> SafeStr
     execution = row.step.execution
     index = execution.index
     evaluated = row.evaluated
-    took = _e(display.duration(execution.duration_ms))
+    running = execution.status == "running"
+    took = "running" if running else _e(display.duration(execution.duration_ms))
     head = [
         f'<span class="index">{index}</span>',
         f'<strong class="node">{_e(execution.node_id)}</strong>',

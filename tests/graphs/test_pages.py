@@ -332,6 +332,25 @@ def test_a_running_run_refreshes_itself_until_it_ends(reviewer):
     assert "data-refresh-seconds" not in reviewer.get(detail_url(run)).content.decode()
 
 
+def test_a_node_still_running_says_so_and_its_bar_reaches_now(reviewer):
+    # The recorder writes a running mcp row with the 0 duration it has as it starts.
+    run = add_run(
+        status="running",
+        created_at=datetime.now(UTC) - timedelta(seconds=2),
+        executions=[
+            {"node_id": "entry", "node_type": "entry", "duration_ms": 0.002},
+            {"node_id": "size", "node_type": "mcp", "status": "running", "duration_ms": 0.0},
+        ],
+    )
+    response = reviewer.get(detail_url(run))
+    _, call = response.context["rows"]
+    assert call.left + call.width == pytest.approx(100, abs=0.5)
+    assert call.width > 90
+    page = response.content.decode()
+    assert '<span class="took">running</span>' in page
+    assert '<span class="took">&lt; 0.01 ms</span>' in page
+
+
 def test_the_refresh_script_is_served_by_the_app(reviewer):
     response = reviewer.get("/static/graphs/refresh.js")
     assert response.status_code == 200
