@@ -107,7 +107,10 @@ def start_server(tmp: Path, **settings: str) -> Iterator[LiveServer]:
 
 @pytest.fixture(scope="session")
 def live_mcp(tmp_path_factory) -> Iterator[LiveServer]:
-    yield from start_server(tmp_path_factory.mktemp("live"))
+    # A database of its own: this server outlives modules whose servers start on `_e2e`,
+    # which on PostgreSQL each drop and create again (its keys then were no longer valid).
+    tmp = tmp_path_factory.mktemp("live")
+    yield from start_server(tmp, DATABASE_URL=_database_url(tmp, "live"))
 
 
 # The tests of several instances sharing Redis, and of Celery workers on a Redis broker: on
