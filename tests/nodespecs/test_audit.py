@@ -162,7 +162,7 @@ class TestAdmin:
             ("admin", "created", "mcp_endpoint.apikey", label, ["name", "scopes"]),
             ("admin", "revoked", "mcp_endpoint.apikey", label, []),
         ]
-        assert_no_secret_in_the_trail(secret, secret.rpartition("_")[2])
+        assert_no_secret_in_the_trail(secret, secret.split("_", 2)[2])
 
 
 class TestCommands:
