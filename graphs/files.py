@@ -17,11 +17,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from graphs.engine import ServerConfig, ToolGraph, parse_definition, server_to_dict, tool_to_dict
+from graphs.engine import (
+    ServerConfig,
+    ToolGraph,
+    dump_yaml,
+    parse_definition,
+    server_to_dict,
+    tool_to_dict,
+)
 from graphs.models import Workflow, WorkflowGroup
 from graphs.services import LIMIT_KEYS, workflow_providers, workflow_save, workflow_tool_mapping
 from nodespecs.audit import Caller, audit_report
@@ -163,7 +169,7 @@ def graph_export(*, name: str) -> str:
         "mcpServers": servers,
         "tools": [workflow_tool_mapping(workflow) for workflow in workflows],
     }
-    return yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
+    return dump_yaml(document)  # multi-line expressions as block scalars, as the editor shows
 
 
 def _server_config(name: str, provider: Provider) -> ServerConfig:

@@ -72,3 +72,10 @@ def test_a_workflow_may_not_take_the_name_of_a_knowledge_tool(db):
     text = (FILES / "loops.yaml").read_text().replace('"is_zero"', '"search_nodes"')
     with pytest.raises(GraphFileError, match=r"search_nodes.*built-in tool"):
         graph_import(text=text, caller=OPERATOR)
+
+
+def test_an_export_writes_multi_line_expressions_as_block_scalars(loops):
+    exported = graph_export(name="loops")
+
+    assert "expr: |" in exported
+    assert "\\n" not in exported  # no expression squeezed onto one line with escapes
