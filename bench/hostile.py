@@ -59,6 +59,7 @@ import httpx2  # noqa: E402
 from bench.cluster import Cluster, Services, keep_logs_on_failure, prepare, stop_on_sigterm  # noqa: E402
 from bench.queued import (  # noqa: E402
     GRAPH_FILE,
+    META,
     MODERN,
     Agent,
     CallFailed,
@@ -136,14 +137,7 @@ class Hostile:
             "jsonrpc": "2.0",
             "id": 1,
             "method": "tools/call",
-            "params": {
-                "name": name,
-                "arguments": arguments,
-                "_meta": {
-                    "io.modelcontextprotocol/protocolVersion": MODERN,
-                    "io.modelcontextprotocol/clientCapabilities": {},
-                },
-            },
+            "params": {"name": name, "arguments": arguments, "_meta": META},
         }
         return "/mcp", json.dumps(body).encode()
 

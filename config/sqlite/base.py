@@ -112,20 +112,17 @@ class _Cursor(base.SQLiteCursorWrapper):
     """A write outside a transaction is a transaction of its own: it takes a turn too."""
 
     def execute(self, query: str, params: Any = None) -> Any:
-        if not self._writes_alone(query):
-            return super().execute(query, params)
-        _take_turn(self.connection)
-        try:
-            return super().execute(query, params)
-        finally:
-            _give_turn(self.connection)
+        return self._in_turn(super().execute, query, params)
 
     def executemany(self, query: str, param_list: Any) -> Any:
+        return self._in_turn(super().executemany, query, param_list)
+
+    def _in_turn(self, statement: Any, query: str, params: Any) -> Any:
         if not self._writes_alone(query):
-            return super().executemany(query, param_list)
+            return statement(query, params)
         _take_turn(self.connection)
         try:
-            return super().executemany(query, param_list)
+            return statement(query, params)
         finally:
             _give_turn(self.connection)
 

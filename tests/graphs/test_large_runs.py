@@ -34,6 +34,7 @@ from graphs.services import workflow_save
 from mcp_endpoint import tasks
 from mcp_endpoint.auth import authenticate
 from tests.graphs.conftest import FILES, import_file
+from tests.graphs.test_admin import change_url, form_data
 from tests.mcp_endpoint.helpers import make_key
 from tests.test_settings import start
 
@@ -166,17 +167,7 @@ def test_an_admin_save_above_a_ceiling_is_refused_naming_it(loops, admin_client)
     workflow = Workflow.objects.get(name="classify")
     graph = editor_text(workflow).replace("maxNodeExecutions: 500", "maxNodeExecutions: 1000000000")
     assert "maxNodeExecutions: 1000000000" in graph
-    response = admin_client.post(
-        reverse("admin:graphs_workflow_change", args=[workflow.pk]),
-        {
-            "name": workflow.name,
-            "group": workflow.group_id,
-            "enabled": "on",
-            "graph": graph,
-            "versions-TOTAL_FORMS": "0",
-            "versions-INITIAL_FORMS": "0",
-        },
-    )
+    response = admin_client.post(change_url(workflow), form_data(workflow, graph))
 
     assert response.status_code == 200
     errors = response.context["adminform"].form.errors["graph"]

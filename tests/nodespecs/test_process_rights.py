@@ -5,7 +5,6 @@ narrows the commands for everyone; each such change is in the audit trail."""
 
 from __future__ import annotations
 
-import html
 import sys
 
 import pytest
@@ -17,18 +16,11 @@ from nodespecs import mcp_client
 from nodespecs.audit import Caller, caller_command, caller_user
 from nodespecs.models import AuditEvent, Provider
 from nodespecs.providers import ProviderRefreshError, provider_refresh, provider_save
+from tests.nodespecs.test_providers_admin import change_url, page_text
 
 ADD = reverse("admin:nodespecs_provider_add")
 SECRET = "process-rights-secret-4242"
 REFUSAL = "only a superuser (or an operator, with manage.py) may register such a server"
-
-
-def change_url(provider: Provider) -> str:
-    return reverse("admin:nodespecs_provider_change", args=[provider.pk])
-
-
-def page_text(response) -> str:
-    return html.unescape(response.content.decode())
 
 
 def stdio_form(**fields: str) -> dict[str, str]:
