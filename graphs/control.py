@@ -253,6 +253,21 @@ def run_cancel(*, run_id: int, reason: str, caller: str | None = None) -> Cancel
     return Cancellation(run_id, status, f"Run {run_id} already ended {status}: not cancelled.")
 
 
+def session_runs_cancel(*, session_id: str, reason: str) -> int:
+    """Cancel every queued or running run that a session's requests started (the session
+    ended, so nobody waits for their answers); how many there were."""
+    if not session_id:
+        return 0
+    run_ids = list(
+        Run.objects.filter(status__in=Run.ACTIVE, session_id=session_id[:200]).values_list(
+            "pk", flat=True
+        )
+    )
+    for run_id in run_ids:
+        run_cancel(run_id=run_id, reason=reason)
+    return len(run_ids)
+
+
 def run_cancel_request(*, caller: str, session_id: str, request_id: str, reason: str) -> None:
     """`notifications/cancelled`: cancel the run that the caller's request started, if any
     is still going (a request that started no run, or ended, needs nothing)."""

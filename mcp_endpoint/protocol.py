@@ -334,7 +334,7 @@ def _handle_legacy(inbound: Inbound, message: Any) -> Outbound:
     # A supported MCP-Protocol-Version other than the negotiated one is accepted, as the SDK
     # does (clients send 2025-03-26 by default); the session's version shapes the answers.
     if inbound.method == "DELETE":
-        sessions.session_end(session.id)
+        sessions.session_end(session.id, reason="The client ended its session (DELETE)")
         return Outbound(200)
     if inbound.method == "GET":
         # No server-initiated messages exist here, so there is no stream to offer.

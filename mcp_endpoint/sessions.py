@@ -13,6 +13,8 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 
+from graphs.control import session_runs_cancel
+
 _PREFIX = "mcp:session:"
 
 
@@ -64,8 +66,11 @@ def session_get(session_id: str, *, owner: str) -> Session | None:
     return Session(**data)
 
 
-def session_end(session_id: str) -> None:
+def session_end(session_id: str, *, reason: str) -> None:
+    """End a session, and cancel the workflow runs its calls started: their answers have
+    nowhere to go (`reason` is recorded on each run)."""
     cache.delete(_PREFIX + session_id)
+    session_runs_cancel(session_id=session_id, reason=reason)
 
 
 # The client's answers to requests the server sent on a call's event stream.
@@ -126,4 +131,4 @@ def channel_end(channel_id: str) -> None:
     data = cache.get(_CHANNEL_PREFIX + channel_id)
     cache.delete(_CHANNEL_PREFIX + channel_id)
     if data is not None and data.get("session"):
-        session_end(data["session"])
+        session_end(data["session"], reason="The client closed its SSE stream")
