@@ -82,7 +82,7 @@ def _compile(raw: Any, field: str, problems: list[tuple[str, str]]) -> Any:
     return raw
 
 
-def _special(raw: Mapping, field: str, problems: list[tuple[str, str]]) -> Any:
+def _special(raw: Mapping[str, Any], field: str, problems: list[tuple[str, str]]) -> Any:
     """An ``{expr: ...}`` or ``{literal: ...}`` object."""
     if len(raw) != 1:
         problems.append(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections import Counter
+from typing import TypeGuard
 
 from graphs.engine.definition import NODE_TYPES, Node, ToolGraph
 from graphs.engine.errors import located
@@ -129,7 +130,7 @@ def _positive(value: object) -> bool:
     return _non_negative(value) and value > 0
 
 
-def _non_negative(value: object) -> bool:
+def _non_negative(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
 
 

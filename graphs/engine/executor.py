@@ -95,6 +95,7 @@ class _Run:
             output, next_id = self._step(compiled)
             if compiled.node.type == "exit":
                 return output
+            assert next_id is not None  # the checks give every other node somewhere to go
             node_id = next_id
 
     def _check_before(self, node: Node) -> None:
@@ -157,6 +158,7 @@ class _Run:
 
     def _transform(self, compiled: CompiledNode, _record: NodeRecord) -> tuple[Any, str | None]:
         expression = compiled.expression
+        assert expression is not None  # compile_tool compiles every transform's expression
         output = self._guarded(
             compiled.node,
             "transform.expr",
@@ -216,6 +218,8 @@ class _Run:
         self, node: Node, arguments: dict[str, Any], record: NodeRecord
     ) -> CallToolResult:
         retry = node.retry
+        assert node.server is not None  # the checks require both of an mcp node
+        assert node.tool is not None
         failure: Exception | None = None
         for attempt in range(retry.count + 1):
             if attempt and self.cancel.wait(retry.backoff_seconds * 2 ** (attempt - 1)):

@@ -259,7 +259,8 @@ class _BoundedFunctions:
                     f"$join would build a text of {size:,} characters, over the limit of "
                     f"{VALUE_CHARACTERS_LIMIT:,}; join fewer or shorter texts"
                 )
-        return Functions.join(strings, separator)
+        joined: str | None = Functions.join(strings, separator)
+        return joined
 
 
 _JOIN = Jsonata.function("join", "<a<s>s?:s>", _BoundedFunctions, "join")

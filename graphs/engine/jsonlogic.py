@@ -29,7 +29,7 @@ import json_logic
 from graphs.engine.expressions import Expression, ExpressionSyntaxError, RegexRefused
 
 
-class _MethodDisabled(dict):
+class _MethodDisabled(dict[str, Any]):
     """The shadow of json-logic-qubit's ``method`` operator: calling it fails.
 
     A dict rather than a function: for a dotted operator such as ``method.__class__`` the

@@ -73,7 +73,9 @@ def _check_shape(text: str) -> None:
                     f"the YAML alias *{event.anchor} is inside its own anchor, which makes the "
                     "value contain itself; write the value out instead"
                 )
-            count, anchor = anchored.get(event.anchor, 1), None
+            # The parser names the anchor of every alias (the stubs type it as optional).
+            count = anchored.get(event.anchor, 1) if event.anchor is not None else 1
+            anchor = None
         else:  # stream and document boundaries
             continue
         if anchor is not None:

@@ -52,7 +52,7 @@ _NODE_KEYS = {
 }
 
 
-def parse_definition(source: str | Mapping) -> GraphDefinition:
+def parse_definition(source: str | Mapping[str, Any]) -> GraphDefinition:
     """A whole definition, from YAML text or an already-loaded mapping; DefinitionError if any
     part of it is wrong."""
     raw = load_yaml(source) if isinstance(source, str) else source
@@ -89,7 +89,7 @@ def parse_definition(source: str | Mapping) -> GraphDefinition:
     return GraphDefinition(version, server, limits, servers, tuple(tools))
 
 
-def parse_tool(raw: Mapping, *, server_names: Collection[str]) -> ToolGraph:
+def parse_tool(raw: Mapping[str, Any], *, server_names: Collection[str]) -> ToolGraph:
     """One tool mapping (name, description, inputSchema, outputSchema, nodes), checked as in
     a whole definition; ``server_names`` are the servers its mcp nodes may call."""
     problems: list[str] = []
@@ -169,7 +169,7 @@ def _node(
 
 
 def _call_fields(
-    raw: Mapping, tool: str, node_id: str, servers: list[str], problems: list[str]
+    raw: Mapping[str, Any], tool: str, node_id: str, servers: list[str], problems: list[str]
 ) -> dict[str, Any]:
     server = raw.get("server")
     if isinstance(server, str) and server not in servers:
@@ -191,7 +191,9 @@ def _call_fields(
     }
 
 
-def _switch_fields(raw: Mapping, tool: str, node_id: str, problems: list[str]) -> dict[str, Any]:
+def _switch_fields(
+    raw: Mapping[str, Any], tool: str, node_id: str, problems: list[str]
+) -> dict[str, Any]:
     raw_conditions = raw.get("conditions", [])
     default = raw.get("default")
     if not isinstance(raw_conditions, list):
@@ -207,7 +209,14 @@ def _switch_fields(raw: Mapping, tool: str, node_id: str, problems: list[str]) -
             continue
         problems += _unknown_keys(item, ("rule", "target"), where)
         if "rule" in item:
-            conditions.append(Condition(copy.deepcopy(item["rule"]), item.get("target")))
+            target = item.get("target")
+            if target is None:
+                problems.append(
+                    f"{where}: missing `target`; give the id of the node to go to when the "
+                    "rule holds"
+                )
+                continue
+            conditions.append(Condition(copy.deepcopy(item["rule"]), target))
         elif index == len(raw_conditions) - 1 and default is None:
             default = item.get("target")  # the reference implementation's fallback form
         else:
@@ -252,7 +261,9 @@ def _limits(raw: Any, problems: list[str]) -> ExecutionLimits:
     return ExecutionLimits(**values)
 
 
-def _schema(raw: Mapping, key: str, tool: str, problems: list[str]) -> dict[str, Any] | None:
+def _schema(
+    raw: Mapping[str, Any], key: str, tool: str, problems: list[str]
+) -> dict[str, Any] | None:
     """An input or output schema: a JSON Schema of an object (the MCP requirement)."""
     schema = raw.get(key)
     if schema is None and key == "outputSchema":
@@ -270,7 +281,7 @@ def _schema(raw: Mapping, key: str, tool: str, problems: list[str]) -> dict[str,
 
 
 def _text(
-    raw: Mapping, key: str, where: str, problems: list[str], default: str | None = None
+    raw: Mapping[str, Any], key: str, where: str, problems: list[str], default: str | None = None
 ) -> str:
     """A string field; numbers are read as text (YAML reads version: 1.0 as a number)."""
     value = raw.get(key, default)
@@ -286,7 +297,7 @@ def _text(
 
 
 def _unknown_keys(
-    raw: Mapping, allowed: tuple[str, ...], where: str, kind: str | None = None
+    raw: Mapping[str, Any], allowed: tuple[str, ...], where: str, kind: str | None = None
 ) -> list[str]:
     unknown = [str(key) for key in raw if key not in allowed]
     if not unknown:

@@ -256,7 +256,8 @@ class _SafeFunctions:
                     f"$formatNumber: the option {name} must be one character (as in XPath's "
                     f"decimal format), not {given!r}"
                 )
-        return Functions.format_number(value, picture, options)
+        formatted: str | None = Functions.format_number(value, picture, options)
+        return formatted
 
     @staticmethod
     def replace(string: Any, pattern: Any, replacement: Any, limit: float | None) -> Any:

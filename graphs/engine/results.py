@@ -51,7 +51,9 @@ def _refuse(constant: str) -> Any:
     raise ValueError(constant)
 
 
-def _media(result: CallToolResult, kind: type) -> list[dict[str, str]]:
+def _media(
+    result: CallToolResult, kind: type[ImageContent] | type[AudioContent]
+) -> list[dict[str, str]]:
     return [
         {"data": block.data, "mime_type": block.mime_type}
         for block in result.content

@@ -119,7 +119,7 @@ def server_to_dict(server: ServerConfig) -> dict[str, Any]:
     return result
 
 
-def _transport(raw: Mapping, where: str, problems: list[str]) -> str | None:
+def _transport(raw: Mapping[str, Any], where: str, problems: list[str]) -> str | None:
     """The normalised transport of a server's settings, or None after reporting why not."""
     has_command, has_url = "command" in raw, "url" in raw
     if has_command == has_url:
@@ -128,6 +128,7 @@ def _transport(raw: Mapping, where: str, problems: list[str]) -> str | None:
         )
         return None
     declared = raw.get("type", raw.get("transport"))
+    transport: str | None
     if declared is None:
         path = "" if has_command else urlsplit(str(raw["url"])).path.rstrip("/")
         transport = (
