@@ -224,7 +224,16 @@ MCP_MAX_BODY_BYTES = int(os.environ.get("MCP_MAX_BODY_BYTES", str(1024 * 1024)))
 MCP_ALLOWED_ORIGINS = env_list("MCP_ALLOWED_ORIGINS", "")
 MCP_SESSION_TTL_SECONDS = int(os.environ.get("MCP_SESSION_TTL_SECONDS", "86400"))
 MCP_LISTEN_SECONDS = int(os.environ.get("MCP_LISTEN_SECONDS", "300"))
-MCP_CONFORMANCE_FIXTURES = env_bool("MCP_CONFORMANCE_FIXTURES", default=False)
+# Dotted paths of modules, comma-separated, whose `install()` adds tools, resources or prompts
+# at start-up (mcp_endpoint/apps.py); empty in production. The conformance suite's fixtures
+# are one: MCP_EXTENSION_MODULES=tests.conformance_fixtures (docs/conformance.md).
+MCP_EXTENSION_MODULES = env_list("MCP_EXTENSION_MODULES", "")
+# The boolean it replaced; a server started with it on would silently lack the fixtures.
+if env_bool("MCP_CONFORMANCE_FIXTURES", default=False):
+    raise ImproperlyConfigured(
+        "MCP_CONFORMANCE_FIXTURES is gone: the fixtures live in tests/ now; set "
+        "MCP_EXTENSION_MODULES=tests.conformance_fixtures instead (docs/conformance.md)."
+    )
 MCP_INTERNAL_TOKEN = os.environ.get("MCP_INTERNAL_TOKEN", "")
 # Empty by default: behind a local reverse proxy every client would look like 127.0.0.1.
 MCP_INTERNAL_NETWORKS = env_list("MCP_INTERNAL_NETWORKS", "")

@@ -26,9 +26,9 @@ TEMPLATE = types.ResourceTemplate(
 )
 
 
-# Optional resource sets (the conformance fixtures) add theirs at start-up: fixed resources by
-# URI with a reader, templates with a reader that returns None for a URI it does not serve,
-# and the URIs a client may subscribe to.
+# Extension modules (settings.MCP_EXTENSION_MODULES, such as the conformance fixtures) add
+# theirs at start-up: fixed resources by URI with a reader, templates with a reader that
+# returns None for a URI it does not serve, and the URIs a client may subscribe to.
 EXTRA_RESOURCES: dict[str, tuple[types.Resource, Callable[[], list[Any]]]] = {}
 EXTRA_TEMPLATES: list[tuple[types.ResourceTemplate, Callable[[str], list[Any] | None]]] = []
 SUBSCRIBABLE: set[str] = set()

@@ -17,6 +17,9 @@ pytestmark = pytest.mark.slow
 
 SCRIPT = ROOT / ".ci" / "run-conformance.sh"
 ANONYMOUS = {"MCP_ANONYMOUS_SCOPES": "tools:read,tools:execute,resources:read"}
+# The tools, resources and prompts the suite calls by name (tests/conformance_fixtures.py),
+# installed at start-up as an extension module: the product never imports them.
+FIXTURES = {"MCP_EXTENSION_MODULES": "tests.conformance_fixtures"}
 # Scenarios that need no named fixture, with the default configuration.
 NO_FIXTURE_SCENARIOS = [
     ("0.1.16", "server-initialize"),
@@ -59,7 +62,7 @@ def default_server(tmp_path_factory):
 def fixture_server(tmp_path_factory):
     yield from start_server(
         tmp_path_factory.mktemp("conformance-fixtures"),
-        MCP_CONFORMANCE_FIXTURES="true",
+        **FIXTURES,
         **ANONYMOUS,
     )
 

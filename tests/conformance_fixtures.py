@@ -1,10 +1,14 @@
 """The fixture tools, resources and prompts that the MCP conformance suite calls by name.
 
-Off by default; `MCP_CONFORMANCE_FIXTURES=true` installs them beside the real tools, so the
-whole `@modelcontextprotocol/conformance` suite can run against this server (docs/
-conformance.md). They exercise the protocol (content types, progress, logging, sampling,
-elicitation, input-required rounds), not the catalog.
+A test extension, never imported by the product: a server started with
+`MCP_EXTENSION_MODULES=tests.conformance_fixtures` (from the repository's root, as
+tests/e2e/test_conformance.py does) installs them beside the real tools at start-up, so the
+whole `@modelcontextprotocol/conformance` suite can run against it (docs/conformance.md).
+They exercise the protocol (content types, progress, logging, sampling, elicitation,
+input-required rounds), not the catalog.
 """
+
+# ruff: noqa: E501 (fixture tables read best one row per line)
 
 from __future__ import annotations
 

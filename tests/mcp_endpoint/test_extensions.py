@@ -1,0 +1,106 @@
+"""Extension modules (MCP_EXTENSION_MODULES) add tools, resources and prompts at start-up; the
+conformance fixtures are one, and live in tests/, where the product never reaches."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import types as pytypes
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from mcp_endpoint.apps import install_extension
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCT = ("config", "nodespecs", "graphs", "mcp_endpoint")
+
+START = """
+import json, django
+django.setup()
+from graphs.services import RESERVED_TOOL_NAMES
+from mcp_endpoint import prompts, resources
+from mcp_endpoint.dispatch import EXTRA_TOOLS
+print(json.dumps({
+    "tools": sorted(EXTRA_TOOLS),
+    "reserved": "test_simple_text" in RESERVED_TOOL_NAMES,
+    "prompts": "test_simple_prompt" in prompts.PROMPTS,
+    "resources": sorted(resources.EXTRA_RESOURCES),
+}))
+"""
+
+
+def start(**env: str) -> subprocess.CompletedProcess:
+    """A fresh Python that sets Django up as a server would, with `env` added."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MCP_")}
+    return subprocess.run(
+        [sys.executable, "-c", START],
+        cwd=ROOT,
+        env={**clean, "DJANGO_SETTINGS_MODULE": "config.settings", **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_an_extension_module_is_imported_and_installed(monkeypatch):
+    calls = []
+    module = pytypes.ModuleType("switchyard_test_extension")
+    module.install = lambda: calls.append("installed")
+    monkeypatch.setitem(sys.modules, "switchyard_test_extension", module)
+    install_extension("switchyard_test_extension")
+    assert calls == ["installed"]
+
+
+def test_a_module_that_cannot_be_imported_stops_the_start_saying_which():
+    with pytest.raises(ImproperlyConfigured, match=r"MCP_EXTENSION_MODULES names 'no\.such'"):
+        install_extension("no.such")
+
+
+def test_a_module_without_install_stops_the_start_saying_why(monkeypatch):
+    monkeypatch.setitem(sys.modules, "switchyard_bare", pytypes.ModuleType("switchyard_bare"))
+    with pytest.raises(ImproperlyConfigured, match=r"has no install\(\) function"):
+        install_extension("switchyard_bare")
+
+
+@pytest.mark.slow
+def test_by_default_no_fixture_is_installed():
+    started = start()
+    assert started.returncode == 0, started.stderr
+    state = json.loads(started.stdout)
+    assert state == {"tools": [], "reserved": False, "prompts": False, "resources": []}
+
+
+@pytest.mark.slow
+def test_the_conformance_fixtures_install_as_an_extension():
+    started = start(MCP_EXTENSION_MODULES="tests.conformance_fixtures")
+    assert started.returncode == 0, started.stderr
+    state = json.loads(started.stdout)
+    assert "test_simple_text" in state["tools"]
+    assert "test_input_required_result_tampered_state" in state["tools"]
+    # A workflow may not take a fixture's name: it would be hidden behind it.
+    assert state["reserved"] is True
+    assert state["prompts"] is True
+    assert "test://static-text" in state["resources"]
+
+
+@pytest.mark.slow
+def test_the_former_boolean_setting_names_its_replacement():
+    started = start(MCP_CONFORMANCE_FIXTURES="true")
+    assert started.returncode != 0
+    assert "MCP_EXTENSION_MODULES=tests.conformance_fixtures" in started.stderr
+
+
+def test_the_product_never_imports_the_tests():
+    importing = re.compile(r"^\s*(from|import)\s+tests(\.|\s)", re.MULTILINE)
+    offenders = [
+        str(path.relative_to(ROOT))
+        for package in PRODUCT
+        for path in (ROOT / package).rglob("*.py")
+        if importing.search(path.read_text(encoding="utf-8"))
+    ]
+    assert offenders == []
