@@ -17,7 +17,7 @@ class McpEndpointConfig(AppConfig):
         from mcp_endpoint.dispatch import EXTRA_TOOLS
         from mcp_endpoint.tools import TOOLS
 
-        interaction.configure(settings.SECRET_KEY)
+        interaction.configure(settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS)
         for path in settings.MCP_EXTENSION_MODULES:
             install_extension(path)
         # A workflow named like one of these would be hidden behind it.
