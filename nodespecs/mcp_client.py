@@ -1,51 +1,29 @@
-"""Calls to downstream MCP servers, through one pool of live connections per process.
+"""Calls to downstream MCP servers: the one way the graph runs and provider refreshes reach them.
 
-Graph runs and provider refreshes call servers synchronously, from many threads at once.
-Starting a stdio server costs up to seconds, so each distinct `Connection` keeps one live
-session that every caller shares. The sessions live on one background thread running an
-asyncio loop: each is a task holding the SDK's `Client` open (anyio requires a context to be
-left by the task that entered it), and callers hand coroutines to that loop and wait. No lock
-is held while a server is awaited, so a slow or hung server delays only its own callers, and
-every call has a deadline (`DownstreamTimeout`).
-
-A server that dies is restarted by the next call. A call finding the server already gone
-(it exited while idle; nothing was sent yet) goes to the restarted server transparently; a
-call in flight when the server dies fails with `DownstreamError` and is not repeated, since
-a tool call may have had effects. A session that breaks under a call (its connection closed,
-its transport failed) is stopped, so the next call starts afresh.
-
-A call that times out may have met a slow tool or a wedged server: the session is probed, and
-stopped if the probe gets no answer within `PROBE_SECONDS`; calls arriving meanwhile wait for
-the verdict, then go to the same session or a restarted one.
+`call_tool` and `list_tools` name a server by its `Connection` (`nodespecs.mcp_connection`)
+and go through the process's pool of live sessions (`nodespecs.mcp_pool`: sessions shared
+by every thread, dead servers restarted, a deadline on every call), whose `close_all` and
+`pool_size` are here too. Failures raise `DownstreamError` (`DownstreamTimeout` past the
+deadline), saying what went wrong and what to check.
 
 A tool's own failure (`isError: true`) is a normal result, returned to the caller; a result
 over `settings.MCP_CLIENT_MAX_RESULT_BYTES` of JSON is refused with a `DownstreamError`: as
 soon as the message carrying it passes the limit while it arrives (`nodespecs.mcp_limits`;
-a stdio server is then restarted), else once parsed.
-Sessions unused for `IDLE_SECONDS` are closed.
+a stdio server is then restarted), else once parsed. A listing of tools is read to its last
+page, up to `MAX_TOOL_PAGES`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import atexit
-import concurrent.futures
-import math
-import os
-import threading
-import time
-from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-import anyio
 from django.conf import settings
 from mcp import Client
-from mcp.shared.exceptions import MCPError
-from mcp.types import CONNECTION_CLOSED, CallToolResult, Tool
+from mcp.types import CallToolResult, Tool
 
-from nodespecs.mcp_errors import DownstreamError, DownstreamTimeout, explain
-from nodespecs.mcp_transports import Diagnostics, logger, open_transport
+from nodespecs.mcp_connection import TRANSPORTS, Connection
+from nodespecs.mcp_errors import DownstreamError, DownstreamTimeout
+from nodespecs.mcp_pool import close_all, pool_size, request
 
 __all__ = [
     "TRANSPORTS",
@@ -58,331 +36,8 @@ __all__ = [
     "pool_size",
 ]
 
-TRANSPORTS: tuple[str, ...] = ("stdio", "streamable_http", "sse")
 # A server whose tool listing goes on for more pages than this is not listing tools.
 MAX_TOOL_PAGES = 100
-# A synchronous caller waits this much longer than the call's deadline, which the loop
-# itself enforces; only a wedged loop makes the difference matter.
-_WAIT_GRACE_SECONDS = 5.0
-# How long `close_all` waits for servers to stop (the SDK bounds a stdio server's to ~6 s).
-_CLOSE_SECONDS = 15.0
-# A session unused this long is closed: the servers of providers whose settings changed, or
-# that were deleted, would otherwise run until the process ends.
-IDLE_SECONDS = 600.0
-# After a call times out, a server that does not answer a probe (tools/list: `ping` is gone
-# from the 2026-07-28 protocol) within this is wedged; a busy server answers in milliseconds.
-PROBE_SECONDS = 2.0
-
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Connection:
-    """How to reach one downstream MCP server.
-
-    Connections with the same server settings share one live session: `name` (used in
-    messages) and `timeout_seconds` (the default deadline of each call, and of starting the
-    server) are not part of that identity. `env` and `headers` may hold secrets, so they are
-    left out of the repr.
-    """
-
-    name: str = field(compare=False)
-    transport: str
-    command: str = ""
-    args: tuple[str, ...] = ()
-    env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-    cwd: str = ""
-    url: str = ""
-    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-    timeout_seconds: float = field(default=30.0, compare=False)
-
-    def __post_init__(self) -> None:
-        if self.transport not in TRANSPORTS:
-            raise ValueError(
-                f"Connection {self.name!r}: transport {self.transport!r} is not one of "
-                f"{', '.join(TRANSPORTS)}."
-            )
-        if not self.timeout_seconds > 0:
-            raise ValueError(f"Connection {self.name!r}: timeout_seconds must be positive.")
-
-    def describe(self) -> str:
-        """The server as error messages name it."""
-        if self.transport == "stdio":
-            command_line = " ".join([self.command, *self.args])
-            if len(command_line) > 120:
-                command_line = command_line[:117] + "..."
-            return f"MCP server {self.name!r} (stdio: {command_line})"
-        return f"MCP server {self.name!r} ({self.transport} {self.url})"
-
-    @property
-    def secrets(self) -> tuple[str, ...]:
-        """The values kept out of what the server says when it reaches our messages and logs:
-        every env and header value, and a header's credentials on their own (the `X` of
-        `Authorization: Bearer X`), which a server may echo without the scheme."""
-        values = [value for _, value in (*self.env, *self.headers)]
-        credentials = [value.split()[-1] for _, value in self.headers if len(value.split()) > 1]
-        return (*values, *credentials)
-
-
-class _Live:
-    """One session with one server: a task on the pool's loop that holds the client open.
-
-    Created and used on the loop thread only.
-    """
-
-    def __init__(self, pool: _Pool, connection: Connection) -> None:
-        self.pool = pool
-        self.connection = connection
-        self.diagnostics = Diagnostics(
-            connection.secrets, max_result_bytes=settings.MCP_CLIENT_MAX_RESULT_BYTES
-        )
-        self.client: Client | None = None
-        self.error: DownstreamError | None = None
-        self.stopped = False
-        self.calls_in_flight = 0
-        self.last_used = time.monotonic()
-        # Cleared while a probe checks the server after a call timed out.
-        self.responsive = asyncio.Event()
-        self.responsive.set()
-        # Set once the session is usable or has failed to start.
-        self.settled = asyncio.Event()
-        # Created here, entered by the task: `stop()` may come before the task first runs.
-        self.scope = anyio.CancelScope()
-        self.task = asyncio.get_running_loop().create_task(self._hold())
-
-    @property
-    def usable(self) -> bool:
-        return self.client is not None and not (self.stopped or self.diagnostics.stream_ended)
-
-    def stop(self) -> None:
-        """End the session (and the stdio server) and take it out of the pool."""
-        self.stopped = True
-        self.pool.forget(self)
-        self.scope.cancel()
-
-    def check_responsive(self) -> None:
-        """After a call timed out: probe the server in the background, and stop the session
-        if it does not answer (a wedged server would time out every later call too)."""
-        if self.stopped or self.client is None or not self.responsive.is_set():
-            return
-        self.responsive.clear()
-        self.pool.keep(asyncio.get_running_loop().create_task(self._probe(self.client)))
-
-    async def _probe(self, client: Client) -> None:
-        try:
-            with anyio.fail_after(PROBE_SECONDS):
-                await client.list_tools()
-        except Exception:  # no answer in time, or the session broke
-            logger.warning(
-                "%s did not answer tools/list within %g s after a call timed out: it is stopped, "
-                "and the next call starts it again.",
-                self.connection.describe(),
-                PROBE_SECONDS,
-            )
-            self.stop()
-        finally:
-            self.responsive.set()
-
-    def _hung_up(self) -> None:
-        # The server closed its side (exited, or the HTTP session broke): retire the session
-        # so the next call starts afresh, after the SDK has failed the calls in flight.
-        asyncio.get_running_loop().call_soon(self.stop)
-
-    async def _hold(self) -> None:
-        connection = self.connection
-        transport = open_transport(connection, self.diagnostics, on_end=self._hung_up)
-        client = Client(transport, cache=None)
-        try:
-            with self.scope:
-                self.scope.deadline = anyio.current_time() + connection.timeout_seconds
-                async with client:
-                    self.scope.deadline = math.inf
-                    self.client = client
-                    self.settled.set()
-                    await anyio.sleep_forever()
-            if self.client is None:
-                self.error = self._start_interrupted()
-        except Exception as exc:
-            if self.client is None:
-                self.error = await explain(
-                    exc, connection, self.diagnostics, during="while starting"
-                )
-            else:
-                # Nobody is waiting for this session's start to hear about it: log it.
-                error = await explain(exc, connection, self.diagnostics, during="while connected")
-                logger.warning("%s", error)
-        finally:
-            self.pool.forget(self)
-            self.settled.set()
-
-    def _start_interrupted(self) -> DownstreamError:
-        where = self.connection.describe()
-        if self.stopped:
-            return DownstreamError(f"{where} was closed while it was starting.")
-        stderr = self.diagnostics.stderr
-        quoted = f"; {stderr.quote()}" if stderr is not None else ""
-        return DownstreamTimeout(
-            f"{where} did not finish starting within {self.connection.timeout_seconds:g} s"
-            f"{quoted}. Check that it starts when run by hand, or raise the provider's timeout."
-        )
-
-    async def session(self) -> Client:
-        """The connected client, once started; raises the reason it could not start."""
-        await self.settled.wait()
-        if self.client is None:
-            error = self.error or self._start_interrupted()
-            # A fresh exception per caller: many callers may be waiting on one start.
-            raise type(error)(str(error))
-        return self.client
-
-
-class _Pool:
-    """The loop thread and the live sessions on it (`live` is touched on that thread only)."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.live: dict[Connection, _Live] = {}
-        self.tasks: set[asyncio.Task[None]] = set()
-        self.thread = threading.Thread(
-            target=self.loop.run_forever, name="mcp-client-pool", daemon=True
-        )
-        self.thread.start()
-        self.loop.call_soon_threadsafe(self._close_idle)
-
-    def _close_idle(self) -> None:
-        now = time.monotonic()
-        for live in list(self.live.values()):
-            idle = now - live.last_used > IDLE_SECONDS
-            if idle and live.usable and not live.calls_in_flight:
-                live.stop()
-        self.loop.call_later(IDLE_SECONDS / 4, self._close_idle)
-
-    def forget(self, live: _Live) -> None:
-        if self.live.get(live.connection) is live:
-            del self.live[live.connection]
-
-    def keep(self, task: asyncio.Task[None]) -> None:
-        """Hold a task of the loop until it is done (`close` waits for these)."""
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-
-    def _live_for(self, connection: Connection) -> _Live:
-        live = self.live.get(connection)
-        if live is None:
-            live = self.live[connection] = _Live(self, connection)
-            self.keep(live.task)
-        return live
-
-    def run(self, coroutine: Coroutine[Any, Any, T], timeout: float) -> T:
-        """Run a coroutine on the loop and wait for it (from any thread but the loop's)."""
-        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
-        try:
-            return future.result(timeout + _WAIT_GRACE_SECONDS)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            raise DownstreamTimeout(
-                f"The MCP client pool did not answer within {timeout:g} s; "
-                "its event loop is blocked (see the logs)."
-            ) from None
-
-    async def request(
-        self,
-        connection: Connection,
-        what: str,
-        send: Callable[[Client], Awaitable[T]],
-        timeout: float,
-    ) -> T:
-        try:
-            with anyio.fail_after(timeout):
-                return await self._attempt(connection, what, send)
-        except TimeoutError:
-            live = self.live.get(connection)
-            seen = live.diagnostics.oddities() if live is not None else ""
-            raise DownstreamTimeout(
-                f"{connection.describe()} did not answer {what} within {timeout:g} s{seen}. "
-                "Raise the timeout if the tool is slow, or check that the server is responsive."
-            ) from None
-
-    async def _attempt(
-        self, connection: Connection, what: str, send: Callable[[Client], Awaitable[T]]
-    ) -> T:
-        for _ in range(2):
-            live = self._live_for(connection)
-            client = await live.session()
-            await live.responsive.wait()
-            if not live.usable:
-                # It hung up while idle, or was found wedged: nothing was sent, so the
-                # restarted server gets it.
-                continue
-            live.calls_in_flight += 1
-            try:
-                return await send(client)
-            except anyio.get_cancelled_exc_class():
-                # The call's deadline passed (or the pool is closing).
-                live.check_responsive()
-                raise
-            except Exception as exc:
-                if _breaks_session(exc):
-                    live.stop()
-                during = f"while handling {what}"
-                raise await explain(exc, connection, live.diagnostics, during=during) from None
-            finally:
-                live.calls_in_flight -= 1
-                live.last_used = time.monotonic()
-        raise DownstreamError(
-            f"{connection.describe()} hung up again right after starting; check its logs."
-        )
-
-    async def _close(self) -> None:
-        for live in list(self.live.values()):
-            live.stop()
-        with anyio.move_on_after(_CLOSE_SECONDS):
-            await asyncio.gather(*self.tasks, return_exceptions=True)
-
-    def shutdown(self) -> None:
-        """Stop every session and server, then the loop and its thread."""
-        try:
-            self.run(self._close(), _CLOSE_SECONDS)
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(_CLOSE_SECONDS)
-            if not self.thread.is_alive():
-                self.loop.close()
-
-
-def _breaks_session(exc: Exception) -> bool:
-    """Whether a call's failure leaves its session unusable: anything but the server's own
-    error answer or an answer that failed validation (the session itself is then fine)."""
-    if isinstance(exc, MCPError):
-        return exc.code == CONNECTION_CLOSED
-    return not isinstance(exc, ValueError)  # pydantic's ValidationError is a ValueError
-
-
-_pool: _Pool | None = None
-_pool_lock = threading.Lock()
-# Pools inherited through fork: their loop thread did not survive, and their servers belong
-# to the parent. They are kept (never used, never closed) so that garbage collection does not
-# try to close a loop that the parent process is still running.
-_forked_away: list[_Pool] = []
-
-
-def _current_pool() -> _Pool:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = _Pool()
-        return _pool
-
-
-def _request(
-    connection: Connection,
-    what: str,
-    send: Callable[[Client], Awaitable[T]],
-    timeout: float | None,
-) -> T:
-    deadline = connection.timeout_seconds if timeout is None else timeout
-    pool = _current_pool()
-    return pool.run(pool.request(connection, what, send, deadline), deadline)
 
 
 def call_tool(
@@ -402,7 +57,7 @@ def call_tool(
     async def send(client: Client) -> CallToolResult:
         return await client.call_tool(tool, arguments)
 
-    result = _request(connection, f"tools/call {tool!r}", send, timeout)
+    result = request(connection, f"tools/call {tool!r}", send, timeout)
     _check_size(connection, tool, result)
     return result
 
@@ -437,32 +92,4 @@ def list_tools(connection: Connection, *, timeout: float | None = None) -> list[
             "its pagination does not end."
         )
 
-    return _request(connection, "tools/list", send, timeout)
-
-
-def close_all() -> None:
-    """Close every session and stop every stdio server this process started."""
-    global _pool
-    with _pool_lock:
-        pool, _pool = _pool, None
-    if pool is not None:
-        pool.shutdown()
-
-
-def pool_size() -> int:
-    """How many sessions are live or starting."""
-    pool = _pool
-    # len() of a dict is atomic, so reading it from outside the loop thread is safe.
-    return 0 if pool is None else len(pool.live)
-
-
-def _forget_after_fork() -> None:
-    global _pool, _pool_lock
-    if _pool is not None:
-        _forked_away.append(_pool)
-    # The lock may have been held by a thread that does not exist in the child.
-    _pool, _pool_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_after_fork)
-atexit.register(close_all)
+    return request(connection, "tools/list", send, timeout)

@@ -4,7 +4,7 @@ from what the connection's transport saw (`nodespecs.mcp_transports.Diagnostics`
 server's exit code and last stderr lines, an HTTP status, an answer over the size limit.
 What the server said is quoted with the connection's secrets redacted.
 
-Used by `nodespecs.mcp_client` and `nodespecs.mcp_transports`.
+Used by `nodespecs.mcp_pool`, `nodespecs.mcp_client` and `nodespecs.mcp_transports`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from mcp.types import CONNECTION_CLOSED
 from nodespecs.mcp_limits import SDK_SSE_EVENT_BYTES, TOO_LARGE_MARK, message_limit
 
 if TYPE_CHECKING:
-    from nodespecs.mcp_client import Connection
+    from nodespecs.mcp_connection import Connection
     from nodespecs.mcp_transports import Diagnostics
 
 # How long to wait for a dead server's last stderr output before explaining its death.

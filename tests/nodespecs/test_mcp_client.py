@@ -19,7 +19,7 @@ import httpx2
 import pytest
 from mcp.shared._httpx_utils import sse_within_origin
 
-from nodespecs import mcp_client
+from nodespecs import mcp_client, mcp_pool
 from nodespecs.mcp_client import Connection, DownstreamError, DownstreamTimeout
 from nodespecs.mcp_limits import (
     SDK_SSE_EVENT_BYTES,
@@ -230,7 +230,7 @@ def test_a_refused_url_says_the_connection_was_refused(transport, path):
 
 
 def test_a_session_left_unused_is_closed_and_its_server_stopped(monkeypatch):
-    monkeypatch.setattr(mcp_client, "IDLE_SECONDS", 0.5)
+    monkeypatch.setattr(mcp_pool, "IDLE_SECONDS", 0.5)
     mcp_client.close_all()  # a new pool, checking idleness every 0.125 s
     connection = echo()
     pid = server_pid(connection)
