@@ -18,7 +18,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from nodespecs import admin_providers  # noqa: F401  (registers the Provider admin)
-from nodespecs.admin_audit import AuditedAdmin
+from nodespecs.admin_audit import AuditedAdmin, admin_user
 from nodespecs.audit import Action, actor_user, audit_record, audit_report, specs_named
 from nodespecs.forms import ImportForm, NodeSpecForm
 from nodespecs.models import NodeSpec, NodeSpecRevision
@@ -125,7 +125,7 @@ class NodeSpecAdmin(AuditedAdmin):
         if not change:
             obj.source = NodeSpec.Source.CUSTOM
         comment = "Changed " + ", ".join(form.changed_data) if change else "Created"
-        spec_save(spec=obj, author=request.user, comment=comment)
+        spec_save(spec=obj, author=admin_user(request), comment=comment)
 
     @admin.action(description="Export selected specs as YAML")
     def export_yaml(self, request: HttpRequest, queryset: QuerySet[NodeSpec]) -> HttpResponse:
@@ -164,9 +164,10 @@ class NodeSpecAdmin(AuditedAdmin):
         form = ImportForm(request.POST or None, request.FILES or None)
         report = None
         if request.method == "POST" and form.is_valid():
-            report = specs_import(documents=form.cleaned_data["documents"], author=request.user)
+            user = admin_user(request)
+            report = specs_import(documents=form.cleaned_data["documents"], author=user)
             names = report.created + report.updated
-            audit_report(actor=actor_user(request.user), report=report, objects=specs_named(names))
+            audit_report(actor=actor_user(user), report=report, objects=specs_named(names))
             level = messages.WARNING if report.failed else messages.SUCCESS
             self.message_user(request, f"Import: {report.summary()}.", level)
         context = self._context(request, "Import node specs from YAML", form=form, report=report)
@@ -195,8 +196,9 @@ class NodeSpecAdmin(AuditedAdmin):
             raise PermissionDenied
         if request.method != "POST":
             return HttpResponseRedirect(reverse("admin:nodespecs_nodespec_revisions", args=[pk]))
+        user = admin_user(request)
         try:
-            spec_restore(revision=revision, author=request.user)
+            spec_restore(revision=revision, author=user)
         except ValidationError as exc:
             self.message_user(
                 request,
@@ -205,7 +207,7 @@ class NodeSpecAdmin(AuditedAdmin):
                 messages.ERROR,
             )
             return HttpResponseRedirect(reverse("admin:nodespecs_nodespec_revisions", args=[pk]))
-        audit_record(actor=actor_user(request.user), action=Action.RESTORED, target=revision.spec)
+        audit_record(actor=actor_user(user), action=Action.RESTORED, target=revision.spec)
         self.message_user(
             request, f"Restored {revision.spec} to revision {number}.", messages.SUCCESS
         )

@@ -13,6 +13,9 @@ from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import admin
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser
+from django.core.exceptions import PermissionDenied
 from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
@@ -21,6 +24,14 @@ from django.utils.html import format_html
 
 from nodespecs.audit import Action, actor_user, audit_record, audit_records
 from nodespecs.models import AuditEvent
+
+
+def admin_user(request: HttpRequest) -> AbstractBaseUser:
+    """The signed-in user of an admin request (the admin site lets no one else in)."""
+    user = request.user
+    if isinstance(user, AnonymousUser):
+        raise PermissionDenied("Sign in to the admin first.")
+    return user
 
 
 def audit_url(model: type[models.Model], object_id: Any) -> str:
@@ -41,18 +52,20 @@ class AuditedAdmin(admin.ModelAdmin):
         if change and not form.has_changed() and not any(f.has_changed() for f in formsets):
             return  # "Save" pressed with nothing changed
         audit_record(
-            actor=actor_user(request.user),
+            actor=actor_user(admin_user(request)),
             action=Action.CHANGED if change else Action.CREATED,
             target=form.instance,
             fields=form.changed_data,
         )
 
     def delete_model(self, request: HttpRequest, obj: models.Model) -> None:
-        audit_record(actor=actor_user(request.user), action=Action.DELETED, target=obj)
+        audit_record(actor=actor_user(admin_user(request)), action=Action.DELETED, target=obj)
         super().delete_model(request, obj)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
-        audit_records(actor=actor_user(request.user), action=Action.DELETED, targets=queryset)
+        audit_records(
+            actor=actor_user(admin_user(request)), action=Action.DELETED, targets=queryset
+        )
         super().delete_queryset(request, queryset)
 
     def change_view(

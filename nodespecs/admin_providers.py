@@ -13,7 +13,7 @@ args and working directory read-only and not its env, and are told why if they a
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django import forms
 from django.contrib import admin, messages
@@ -24,7 +24,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import escape, format_html_join
 
-from nodespecs.admin_audit import AuditedAdmin
+from nodespecs.admin_audit import AuditedAdmin, admin_user
 from nodespecs.audit import Caller, actor_user, audit_refresh, caller_user
 from nodespecs.models import Provider
 from nodespecs.providers import (
@@ -36,11 +36,14 @@ from nodespecs.providers import (
 )
 from nodespecs.secrets import UnreadableSecrets
 
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations  # django-stubs' helper: types only
+
 _TEXTAREA = {"rows": 4, "cols": 80, "class": "vLargeTextField"}
 SECRET_FIELDS = ("env", "headers")
 
 
-class LinesField(forms.CharField):
+class LinesField(forms.Field):
     """A list of strings edited one per line (blank lines are dropped)."""
 
     widget = forms.Textarea(attrs=_TEXTAREA)
@@ -180,7 +183,16 @@ class ProviderForm(forms.ModelForm):
         except ValidationError as exc:
             self.add_error(None, exc)  # above the form, for the same reason
             return
-        super()._post_clean()  # puts the submitted values on self.instance and validates it
+        # Puts the submitted values on self.instance and validates it. The stubs leave out
+        # this private method of BaseModelForm.
+        super()._post_clean()  # type: ignore[misc]
+
+
+class _ToolCounts(TypedDict):
+    """What ProviderAdmin.get_queryset annotates each provider with."""
+
+    tool_total: int
+    tool_available: int
 
 
 @admin.register(Provider)
@@ -211,7 +223,7 @@ class ProviderAdmin(AuditedAdmin):
 
     def get_fieldsets(self, request: HttpRequest, obj: Provider | None = None) -> Any:
         fieldsets = super().get_fieldsets(request, obj)
-        if caller_user(request.user).may_start_processes:
+        if caller_user(admin_user(request)).may_start_processes:
             return fieldsets
         return [
             (title, {**options, "fields": [f for f in options["fields"] if f != "env"]})
@@ -220,7 +232,7 @@ class ProviderAdmin(AuditedAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Provider | None = None) -> Any:
         fields = tuple(super().get_readonly_fields(request, obj))
-        if caller_user(request.user).may_start_processes:
+        if caller_user(admin_user(request)).may_start_processes:
             return fields
         return fields + STDIO_READONLY_FIELDS
 
@@ -228,7 +240,7 @@ class ProviderAdmin(AuditedAdmin):
         self, request: HttpRequest, obj: Provider | None = None, change: bool = False, **kwargs
     ) -> type[forms.ModelForm]:
         form = super().get_form(request, obj, change, **kwargs)
-        caller = caller_user(request.user)
+        caller = caller_user(admin_user(request))
         # `env` is a declared field, which a ModelForm keeps whatever its fields list says:
         # None removes it for a user the fieldsets do not show it to.
         attrs: dict[str, Any] = {"caller": caller}
@@ -238,7 +250,7 @@ class ProviderAdmin(AuditedAdmin):
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
         initial = super().get_changeform_initial_data(request)
-        if not caller_user(request.user).may_start_processes:
+        if not caller_user(admin_user(request)).may_start_processes:
             # The model's default is stdio, which this user may not register.
             initial.setdefault("transport", Provider.Transport.STREAMABLE_HTTP)
         return initial
@@ -247,7 +259,7 @@ class ProviderAdmin(AuditedAdmin):
         self, request: HttpRequest, obj: Provider, form: forms.ModelForm, change: bool
     ) -> None:
         # The service checks the rights again, validates, and records the audit event.
-        provider_save(provider=obj, caller=caller_user(request.user))
+        provider_save(provider=obj, caller=caller_user(admin_user(request)))
 
     def save_related(
         self, request: HttpRequest, form: forms.ModelForm, formsets: Any, change: bool
@@ -266,7 +278,7 @@ class ProviderAdmin(AuditedAdmin):
         )
 
     @admin.display(description="tools", ordering="tool_available")
-    def tool_count(self, provider: Provider) -> str:
+    def tool_count(self, provider: WithAnnotations[Provider, _ToolCounts]) -> str:
         missing = provider.tool_total - provider.tool_available
         suffix = f" ({missing} unavailable)" if missing else ""
         return f"{provider.tool_available}{suffix}"
@@ -307,7 +319,7 @@ class ProviderAdmin(AuditedAdmin):
                     request, f"Could not refresh {provider.name}: {exc}", messages.ERROR
                 )
                 continue
-            audit_refresh(actor=actor_user(request.user), provider=provider, report=report)
+            audit_refresh(actor=actor_user(admin_user(request)), provider=provider, report=report)
             level = messages.WARNING if report.failed else messages.SUCCESS
             self.message_user(request, f"Refreshed {provider.name}: {report.summary()}.", level)
             for name, reason in report.failed.items():

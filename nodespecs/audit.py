@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import models
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from nodespecs.providers import RefreshReport
 
 Action = AuditEvent.Action
+ModelT = TypeVar("ModelT", bound=models.Model)
 
 
 def actor_user(user: AbstractBaseUser) -> str:
@@ -98,8 +99,8 @@ def audit_report(
     *,
     actor: str,
     report: ChangeReport,
-    objects: Iterable[models.Model],
-    name_of: Callable[[models.Model], str] = str,
+    objects: Iterable[ModelT],
+    name_of: Callable[[ModelT], str] = str,
 ) -> list[AuditEvent]:
     """Record the objects a bulk change report names as created or updated.
 

@@ -30,7 +30,7 @@ MAX_IMPORT_BYTES = 2 * 1024 * 1024
 
 # Optional parameter keys whose empty editor value means "not set": the editor shows every
 # key of a row and fills the unused ones with these.
-_UNSET = (None, "", [])
+_UNSET: tuple[object, ...] = (None, "", [])
 
 
 def _text_of(value: Any, param_type: Any) -> str:
@@ -263,7 +263,8 @@ class NodeSpecForm(forms.ModelForm):
         # Besides the list above the editor, mark the box each parameter error is about.
         for name in PARAM_FIELDS:
             if self.is_bound and name in self.errors:
-                error_map = param_error_map(self[name].value(), self.errors[name])
+                messages = [str(message) for message in self.errors[name]]
+                error_map = param_error_map(self[name].value(), messages)
                 self.fields[name].widget.add_error(error_map)
 
 
@@ -278,7 +279,8 @@ class ImportForm(forms.Form):
     )
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         upload = data.get("file")
         if upload is not None:
             if upload.size > MAX_IMPORT_BYTES:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 
 import httpx2
 
@@ -110,7 +110,7 @@ def count_as_it_arrives(
     error = EventTooLarge if is_event_stream else BodyTooLarge
     read = response.aiter_bytes
 
-    async def counted(chunk_size: int | None = None) -> AsyncIterator[bytes]:
+    async def counted(chunk_size: int | None = None) -> AsyncGenerator[bytes, None]:
         async with contextlib.aclosing(read(chunk_size)) as chunks:
             async for chunk in chunks:
                 if counter.add(chunk) > limit:

@@ -23,7 +23,7 @@ from contextlib import asynccontextmanager, suppress
 from typing import IO, Any
 
 import anyio
-from anyio.abc import ByteReceiveStream, Process
+from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 from mcp.client._transport import TransportStreams
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
@@ -121,12 +121,12 @@ async def stdio_transport(
                 pass  # the session or our shutdown closed a stream: only the drain remains
         await _drain(stdout)
 
-    async def write_stdin() -> None:
+    async def write_stdin(stdin: ByteSendStream) -> None:
         try:
             async with write_reader:
                 async for message in write_reader:
                     line = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await process.stdin.send(line.encode() + b"\n")
+                    await stdin.send(line.encode() + b"\n")
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             # The server no longer reads: end the read stream, or a call would wait forever.
             await read_writer.aclose()
@@ -145,7 +145,7 @@ async def stdio_transport(
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(read_stdout, process.stdout)
-        tasks.start_soon(write_stdin)
+        tasks.start_soon(write_stdin, process.stdin)
         try:
             yield read_stream, write_stream
         finally:

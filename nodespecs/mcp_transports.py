@@ -244,9 +244,9 @@ def _inherited_npm_config() -> dict[str, str]:
 async def _stdio(connection: Connection, diagnostics: Diagnostics) -> AsyncIterator[Any]:
     command = _resolve_command(connection)
     read_fd, write_fd = os.pipe()
-    diagnostics.stderr = StderrTail(connection.name, diagnostics.secrets)
+    diagnostics.stderr = stderr = StderrTail(connection.name, diagnostics.secrets)
     pipe, _ = await asyncio.get_running_loop().connect_read_pipe(
-        lambda: diagnostics.stderr, os.fdopen(read_fd, "rb", buffering=0)
+        lambda: stderr, os.fdopen(read_fd, "rb", buffering=0)
     )
     errlog = os.fdopen(write_fd, "w")
     try:

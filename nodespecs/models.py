@@ -285,7 +285,7 @@ class Revision(models.Model):
         }
 
     @staticmethod
-    def next_number(revisions: models.QuerySet) -> int:
+    def next_number(revisions: models.QuerySet[Any] | models.Manager[Any]) -> int:
         """The number the next of these revisions takes."""
         last = revisions.order_by("-number").values_list("number", flat=True).first()
         return (last or 0) + 1

@@ -212,11 +212,10 @@ def _write_tool_spec(
     if spec is not None and spec.available and spec.document() == document:
         report.unchanged.append(name)
         return
-    clash = (
-        NodeSpec.objects.filter(node_type=document["node_type"], subtype=document["subtype"])
-        .exclude(pk=spec.pk if spec is not None else None)
-        .first()
-    )
+    clashes = NodeSpec.objects.filter(node_type=document["node_type"], subtype=document["subtype"])
+    if spec is not None:
+        clashes = clashes.exclude(pk=spec.pk)
+    clash = clashes.first()
     if clash is not None:
         report.failed[name] = (
             f"its subtype {document['subtype']} is already taken by {clash}; "
@@ -224,7 +223,7 @@ def _write_tool_spec(
         )
         return
     created = spec is None
-    if created:
+    if spec is None:
         spec = NodeSpec(source=NodeSpec.Source.PROVIDER, provider=provider, provider_tool=tool.name)
     spec.set_document(document)
     spec.available = True

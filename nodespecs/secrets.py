@@ -127,7 +127,7 @@ class _SecretAttribute(DeferredAttribute):
 
     def __get__(self, instance: models.Model | None, cls: Any = None) -> Any:
         value = super().__get__(instance, cls)
-        if isinstance(value, UnreadableSecrets):
+        if instance is not None and isinstance(value, UnreadableSecrets):
             value.owner = f"{instance._meta.verbose_name} {str(instance)!r}"
         return value
 
@@ -139,6 +139,10 @@ class EncryptedJSONField(models.TextField):
     """A JSON value stored encrypted (a Fernet token in a text column)."""
 
     descriptor_class = _SecretAttribute
+    # For django-stubs: the model attribute is a JSON value (or UnreadableSecrets), not the
+    # str of a TextField.
+    _pyi_private_set_type: Any
+    _pyi_private_get_type: Any
 
     def from_db_value(self, value: str | None, expression: Any, connection: Any) -> Any:
         if value is None:

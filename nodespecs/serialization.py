@@ -25,8 +25,10 @@ _CONFIGURATION_KEYS = ("type", "default", "description", "required", "min", "max
 def _runtime_defaults(params: dict[str, dict[str, Any]]) -> dict[str, Any]:
     defaults = {}
     for name, param in params.items():
-        default = param.get("default")
-        defaults[name] = default if default is not None else _EMPTY_VALUE.get(param.get("type"))
+        default, kind = param.get("default"), param.get("type")
+        if default is None and isinstance(kind, str):
+            default = _EMPTY_VALUE.get(kind)
+        defaults[name] = default
     return defaults
 
 

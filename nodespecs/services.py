@@ -116,7 +116,7 @@ def specs_import(
             report.unchanged.append(name)
             continue
         created = spec is None
-        if created:
+        if spec is None:
             spec = NodeSpec(source=source)
         spec.set_document(document)
         try:

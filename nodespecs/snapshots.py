@@ -81,8 +81,9 @@ class StampedSnapshot(Generic[T]):
             if current[1] == self._stamp():
                 return current[2]
         with self._lock:
-            if self._current is not current and self._current[0] == generation:
-                return self._current[2]
+            latest = self._current
+            if latest is not None and latest is not current and latest[0] == generation:
+                return latest[2]
             stamp = self._stamp()
             self._current = (generation, stamp, self._build())
             self._checked_at = time.monotonic()

@@ -20,7 +20,9 @@ class Command(BaseCommand):
             help="Overwrite specs that were edited locally (their revisions keep the edits).",
         )
 
-    def handle(self, *args: object, force: bool = False, **options: object) -> None:
+    def handle(
+        self, *args: object, force: bool = False, verbosity: int = 1, **options: object
+    ) -> None:
         try:
             report = load_builtin_catalog(force=force)
         except SpecFormatError as exc:
@@ -30,7 +32,7 @@ class Command(BaseCommand):
             report=report,
             objects=specs_named(report.created + report.updated),
         )
-        verbose = int(options.get("verbosity", 1)) > 1
+        verbose = verbosity > 1
         for label, names in (("created", report.created), ("updated", report.updated)):
             if names and (verbose or len(names) <= 10):
                 self.stdout.write(f"{label}: {', '.join(names)}")
