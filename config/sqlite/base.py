@@ -75,32 +75,36 @@ def _give_turn(connection: Any) -> None:
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
-    """Django's SQLite backend; each write transaction waits for its turn first."""
+    """Django's SQLite backend; each write transaction waits for its turn first.
+
+    The hooks overridden here are private to Django's backends and absent from django-stubs,
+    hence the `type: ignore[misc]` ("undefined in superclass") on each call of them.
+    """
 
     def _start_transaction_under_autocommit(self) -> None:
         _take_turn(self.connection)
         try:
-            super()._start_transaction_under_autocommit()
+            super()._start_transaction_under_autocommit()  # type: ignore[misc]  # not in the stubs
         except BaseException:
             _give_turn(self.connection)
             raise
 
     def _commit(self) -> None:
         try:
-            super()._commit()
+            super()._commit()  # type: ignore[misc]  # not in the stubs
         finally:
             _give_turn(self.connection)
 
     def _rollback(self) -> None:
         try:
-            super()._rollback()
+            super()._rollback()  # type: ignore[misc]  # not in the stubs
         finally:
             _give_turn(self.connection)
 
     def _close(self) -> None:
         connection = self.connection
         try:
-            super()._close()
+            super()._close()  # type: ignore[misc]  # not in the stubs
         finally:
             _give_turn(connection)
 
