@@ -108,6 +108,8 @@ def draw_graph(
         is_taken = (edge.source, edge.target) in taken
         stroke = "#2563eb" if is_taken else "#94a3b8"
         stroke_width = 2.5 if is_taken else 1.2
+        start: tuple[float, float]
+        end: tuple[float, float]
         if place[edge.target][0] > place[edge.source][0]:
             start = (x1 + BOX_WIDTH, y1 + BOX_HEIGHT / 2)
             end = (x2, y2 + BOX_HEIGHT / 2)

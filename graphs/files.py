@@ -101,7 +101,7 @@ def graph_import(*, text: str, caller: Caller, base_dir: Path | None = None) -> 
     for tool in definition.tools:
         workflow = Workflow.objects.filter(name=tool.name).first()
         created = workflow is None
-        if created:
+        if workflow is None:
             workflow = Workflow(name=tool.name)
         workflow.group = group
         workflow.description = tool.description

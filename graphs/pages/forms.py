@@ -35,10 +35,9 @@ class RunFilterForm(forms.Form):
     def __init__(self, *args: Any, workflows: list[tuple[int, str]], **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.workflow_ids = {name: pk for pk, name in workflows}
-        self.fields["workflow"].choices = [
-            ("", "any workflow"),
-            *((name, name) for _, name in workflows),
-        ]
+        workflow = self.fields["workflow"]
+        assert isinstance(workflow, forms.ChoiceField)  # as declared above
+        workflow.choices = [("", "any workflow"), *((name, name) for _, name in workflows)]
 
     def _cursor(self, name: str) -> Cursor | None:
         token = self.cleaned_data.get(name)
@@ -56,7 +55,8 @@ class RunFilterForm(forms.Form):
         return self._cursor("after")
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         since, until = cleaned.get("since"), cleaned.get("until")
         if since and until and since >= until:
             self.add_error("until", "Until must be after From; swap them or clear one.")
