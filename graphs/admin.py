@@ -27,7 +27,7 @@ from graphs.engine import DefinitionError, dump_yaml, load_yaml
 from graphs.models import NodeExecution, Run, Workflow, WorkflowGroup, WorkflowVersion
 from graphs.pages.display import duration, step_links
 from graphs.pages.forms import step_start
-from graphs.runs import WorkflowCallError, workflow_call
+from graphs.runs import RunRequest, WorkflowCallError, workflow_call
 from graphs.services import workflow_save, workflow_validate
 from nodespecs.admin_audit import AuditedAdmin
 from nodespecs.models import Provider
@@ -228,9 +228,11 @@ class WorkflowAdmin(AuditedAdmin):
         if request.method == "POST" and form.is_valid():
             try:
                 outcome = workflow_call(
-                    name=workflow.name,
-                    arguments=form.cleaned_data["arguments"],
-                    caller=f"admin test run by {request.user.get_username()}",
+                    RunRequest(
+                        name=workflow.name,
+                        arguments=form.cleaned_data["arguments"],
+                        caller=f"admin test run by {request.user.get_username()}",
+                    )
                 )
             except WorkflowCallError as exc:
                 form.add_error("arguments", str(exc))

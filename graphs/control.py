@@ -1,10 +1,9 @@
-"""Execution modes and cancellation: how a call becomes a run, and how a run is stopped.
+"""A run seen from outside its process: queueing it, looking at it, its result, stopping it.
 
-`EXECUTION_MODE=direct` (the default) runs a call in the calling process (`workflow_call`).
-`EXECUTION_MODE=queued` records the run as queued (`run_create`), sends it to a Celery worker
-(`run_enqueue`), and waits for it up to `GRAPHS_RUN_WAIT_SECONDS` (`run_wait`), after which
-the caller is told that the run goes on, with its id. Both modes run the same `_execute` of
-graphs/runs.py.
+In queued mode (`EXECUTION_MODE=queued`) a call's run is recorded as queued and sent to a
+Celery worker (`run_enqueue`), and the caller looks at it now and then (`run_check`) until it
+ends; graphs/follow.py does both, for every transport. A worker runs it with the same
+`_execute` of graphs/runs.py as a direct run.
 
 `run_cancel` stops a queued or running run from any process, in either mode: a queued run is
 cancelled at once (its task then executes nothing); a running one gets `cancel_reason` set,
@@ -15,7 +14,6 @@ stops before its next node, so the run ends `cancelled` with its history up to t
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -27,7 +25,7 @@ from django.utils import timezone
 from graphs import liveness
 from graphs.history import Progress
 from graphs.models import NodeExecution, Run
-from graphs.runs import RunOutcome, run_create, workflow_call
+from graphs.runs import RunOutcome, RunRequest, run_create
 from graphs.tasks import run_queued, run_send, task_id_of
 
 logger = logging.getLogger(__name__)
@@ -50,54 +48,12 @@ class Cancellation:
     message: str
 
 
-def workflow_invoke(
-    *,
-    name: str,
-    arguments: Any,
-    caller: str = "",
-    session_id: str = "",
-    request_id: str = "",
-    version: tuple[int, str] | None = None,
-    progress: Progress | None = None,
-) -> RunOutcome:
-    """Run a workflow the configured way (EXECUTION_MODE); in queued mode the outcome is
-    `queued` or `running` when the wait ran out first. Raises `WorkflowCallError` when the
-    call cannot run."""
-    call = {
-        "name": name,
-        "arguments": arguments,
-        "caller": caller,
-        "session_id": session_id,
-        "request_id": request_id,
-        "version": version,
-    }
-    if settings.EXECUTION_MODE != "queued":
-        return workflow_call(**call, progress=progress)
-    run_id = run_enqueue(**call)
-    return run_wait(run_id=run_id, timeout=settings.GRAPHS_RUN_WAIT_SECONDS, progress=progress)
-
-
-def run_enqueue(
-    *,
-    name: str,
-    arguments: Any,
-    caller: str = "",
-    session_id: str = "",
-    request_id: str = "",
-    version: tuple[int, str] | None = None,
-) -> int:
+def run_enqueue(request: RunRequest) -> int:
     """Record a queued run and send it to the workers; its id. A broker that cannot be
     reached fails the run with a message saying so."""
-    run = run_create(
-        name=name,
-        arguments=arguments,
-        caller=caller,
-        session_id=session_id,
-        request_id=request_id,
-        version=version,
-    )
+    run = run_create(request)
     try:
-        run_send(run.pk, arguments)
+        run_send(run.pk, request.arguments)
     except Exception as exc:  # kombu's errors differ by broker; all mean "not queued"
         logger.exception("Run %s could not be queued", run.pk)
         Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED).update(
@@ -109,21 +65,6 @@ def run_enqueue(
             ),
         )
     return run.pk
-
-
-def run_wait(*, run_id: int, timeout: float, progress: Progress | None = None) -> RunOutcome:
-    """Wait up to `timeout` seconds for a run to finish, reporting each finished node to
-    `progress`; its outcome, `queued` or `running` if the time ran out."""
-    deadline = time.monotonic() + timeout
-    pause = POLL_FIRST_SECONDS
-    reported = 0
-    while True:
-        outcome, reported = run_check(run_id, reported, progress)
-        left = deadline - time.monotonic()
-        if outcome.status in Run.FINISHED or left <= 0:
-            return outcome
-        time.sleep(min(pause, left))
-        pause = next_pause(pause)
 
 
 def next_pause(pause: float) -> float:

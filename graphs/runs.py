@@ -49,6 +49,24 @@ class WorkflowCallError(ValueError):
 
 
 @dataclass(frozen=True)
+class RunRequest:
+    """One call of a workflow, as every way of running one takes it."""
+
+    # The workflow's tool name.
+    name: str
+    arguments: Any
+    # Who called (an API key's identity, "manage.py", ...), as the history records it.
+    caller: str = ""
+    # The MCP session the call came in (2025 revisions): ending it cancels the run.
+    session_id: str = ""
+    # The JSON-RPC id of the call, as JSON: `notifications/cancelled` names it.
+    request_id: str = ""
+    # The (id, digest) of the version to run, as `tools/list` showed it (a version already
+    # run in this process then needs no query); None runs the current one.
+    version: tuple[int, str] | None = None
+
+
+@dataclass(frozen=True)
 class RunOutcome:
     run_id: int
     status: str
@@ -171,24 +189,16 @@ def _find_version(name: str, version_id: int | None) -> WorkflowVersion:
     return version
 
 
-def _resolve(name: str, version: tuple[int, str] | None) -> _Prepared:
+def _resolve(request: RunRequest) -> _Prepared:
+    version = request.version
     prepared = _prepared.get(version) if version is not None else None
     if prepared is None:
-        prepared = _prepare(_find_version(name, version[0] if version else None))
+        prepared = _prepare(_find_version(request.name, version[0] if version else None))
     return prepared
 
 
-def _create(
-    prepared: _Prepared,
-    *,
-    name: str,
-    arguments: Any,
-    caller: str,
-    session_id: str,
-    request_id: str,
-    status: str,
-) -> Run:
-    _check_arguments(name, prepared.validator, arguments)
+def _create(prepared: _Prepared, request: RunRequest, *, status: str) -> Run:
+    _check_arguments(request.name, prepared.validator, request.arguments)
     # One clock reading for both: a run that starts as it is recorded was created no later.
     now = timezone.now()
     running = status == Run.Status.RUNNING
@@ -196,12 +206,12 @@ def _create(
         created_at=now,
         workflow_id=prepared.workflow_id,
         version_id=prepared.version_id,
-        workflow_name=name,
+        workflow_name=request.name,
         status=status,
-        arguments=mask_secrets(arguments),
-        caller=caller[:200],
-        session_id=session_id[:200],
-        request_id=request_id[:200],
+        arguments=mask_secrets(request.arguments),
+        caller=request.caller[:200],
+        session_id=request.session_id[:200],
+        request_id=request.request_id[:200],
         started_at=now if running else None,
         heartbeat_at=now if running else None,
         worker=liveness.process_label() if running else "",
@@ -209,61 +219,29 @@ def _create(
 
 
 def workflow_call(
+    request: RunRequest,
     *,
-    name: str,
-    arguments: Any,
-    caller: str = "",
-    session_id: str = "",
-    request_id: str = "",
-    version: tuple[int, str] | None = None,
     progress: Progress | None = None,
     cancel: CancelToken | None = None,
     started: Callable[[int], None] | None = None,
 ) -> RunOutcome:
     """Run a workflow by tool name in this process and record the run.
 
-    `version` is the (id, digest) of the version to run, as `tools/list` showed it (a
-    version already run in this process then needs no query); else the current one.
-    `request_id` is the JSON-RPC id (as JSON) of the call, for `notifications/cancelled`.
     `started(run_id)` is called once the run is recorded, before its first node.
     Raises `WorkflowCallError` when nothing could run; every run that starts returns an
     outcome, failed ones included.
     """
-    prepared = _resolve(name, version)
-    run = _create(
-        prepared,
-        name=name,
-        arguments=arguments,
-        caller=caller,
-        session_id=session_id,
-        request_id=request_id,
-        status=Run.Status.RUNNING,
-    )
+    prepared = _resolve(request)
+    run = _create(prepared, request, status=Run.Status.RUNNING)
     if started is not None:
         started(run.pk)
-    return _execute(run, prepared, arguments, progress, cancel)
+    return _execute(run, prepared, request.arguments, progress, cancel)
 
 
-def run_create(
-    *,
-    name: str,
-    arguments: Any,
-    caller: str = "",
-    session_id: str = "",
-    request_id: str = "",
-    version: tuple[int, str] | None = None,
-) -> Run:
+def run_create(request: RunRequest) -> Run:
     """Check a call as `workflow_call` does and record its run as queued, for a worker to
     execute with `run_execute`. Raises `WorkflowCallError` when the call cannot run."""
-    return _create(
-        _resolve(name, version),
-        name=name,
-        arguments=arguments,
-        caller=caller,
-        session_id=session_id,
-        request_id=request_id,
-        status=Run.Status.QUEUED,
-    )
+    return _create(_resolve(request), request, status=Run.Status.QUEUED)
 
 
 def run_execute(*, run_id: int, arguments: Any) -> RunOutcome | None:

@@ -28,8 +28,9 @@ from django.conf import settings
 from django.core.exceptions import SynchronousOnlyOperation
 from django.db import close_old_connections
 
+from graphs.follow import Threads
 from graphs.toolset import refresh_workflow_tools
-from mcp_endpoint import calls, protocol, sse, transport
+from mcp_endpoint import sse, streamable_http, transport
 from mcp_endpoint.tools import TOOLS
 from nodespecs.registry import refresh_registry
 
@@ -175,10 +176,10 @@ def _fixed_cost(received: bytes | None, message: bytes | None) -> bool:
     return bool(names) and all(name in TOOLS and TOOLS[name].fixed_cost for name in names)
 
 
-def _threads() -> calls.Threads:
-    """Where a pending workflow call's blocking work goes (`calls.Threads`)."""
+def _threads() -> Threads:
+    """Where the blocking work of a reply that goes on is done."""
     loop = asyncio.get_running_loop()
-    return calls.Threads(
+    return Threads(
         short=lambda work: loop.run_in_executor(_POOL, _work, {}, work),
         run=lambda work: loop.run_in_executor(_RUNS, _work, {}, work),
     )
@@ -189,7 +190,7 @@ async def mcp_app(scope: Scope, receive: Receive, send: Send) -> None:
     arguments = await _request(scope, receive)
     outbound = await _run(arguments, headers=arguments["headers"], body=arguments["body"])
     threads = None
-    if outbound.pending is not None:
+    if outbound.reply is not None:
         threads = _threads()
         settled = await _until_disconnect(transport.settle(outbound, threads), receive)
         if settled is None:
@@ -216,16 +217,16 @@ async def sse_app(scope: Scope, receive: Receive, send: Send) -> None:
         headers=arguments["headers"],
         body=None,
     )
-    if isinstance(accepted, protocol.Outbound):
+    if isinstance(accepted, streamable_http.Outbound):
         await _respond(accepted, None, receive, send)
         return
     task = asyncio.create_task(_answer_on_stream(accepted, channel_id))
     _deliveries.add(task)
     task.add_done_callback(_deliveries.discard)
-    await _respond(protocol.Outbound(202), None, receive, send)
+    await _respond(streamable_http.Outbound(202), None, receive, send)
 
 
-async def _answer_on_stream(inbound: protocol.Inbound, channel_id: str) -> None:
+async def _answer_on_stream(inbound: streamable_http.Inbound, channel_id: str) -> None:
     """Answer an accepted legacy SSE message and send the answer to its stream."""
     try:
         outbound = await _run(
@@ -239,7 +240,9 @@ async def _answer_on_stream(inbound: protocol.Inbound, channel_id: str) -> None:
         logger.exception("Answering a message for SSE stream %s failed", channel_id[:8])
 
 
-async def _respond(outbound: protocol.Outbound, stream: Any, receive: Receive, send: Send) -> None:
+async def _respond(
+    outbound: streamable_http.Outbound, stream: Any, receive: Receive, send: Send
+) -> None:
     """Write a plain answer, or the event stream `stream` when there is one."""
     if stream is None:
         response_headers = dict(outbound.headers)

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from mcp_endpoint.core import Caller
 from mcp_endpoint.keys import api_key_authenticate
 from mcp_endpoint.models import ApiKey
 from mcp_endpoint.ratelimit import rate_limit_hit
-from mcp_endpoint.rpc import Caller
 
 REALM = 'Bearer realm="switchyard"'
 

@@ -17,10 +17,12 @@ from typing import Any
 from mcp import types
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
-from graphs.toolset import workflow_tools, workflow_tools_token
-from mcp_endpoint import calls, interaction, prompts, resources, workflows
+from graphs.runs import RunRequest
+from graphs.toolset import WorkflowTool, workflow_tools, workflow_tools_token
+from mcp_endpoint import interaction, prompts, resources, task_extension, workflow_answers
 from mcp_endpoint.errors import RpcError
 from mcp_endpoint.tools import TOOLS, ToolError
+from mcp_endpoint.workflow_calls import WorkflowCall
 
 logger = logging.getLogger(__name__)
 
@@ -52,13 +54,11 @@ class CallContext:
     # The lowest level of log message the client asked for; None sends none.
     log_level: str | None = None
     client_capabilities: dict[str, Any] = field(default_factory=dict)
-    # "http" can hold a 2025 call open for the client's answers; "stdio" cannot.
-    transport: str = "http"
     # Who called, as recorded in a workflow run's history.
     caller: str = ""
     session_id: str = ""
-    # The request's JSON-RPC id, as JSON ("7", '"a"'): a run started by it can be cancelled.
-    request_id: str = ""
+    # The request's JSON-RPC id, as sent.
+    request_id: Any = None
     notifications: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -128,7 +128,7 @@ class ExtraTool:
     handler: Callable[[dict[str, Any], CallContext], Any]
 
 
-# Filled at start-up by optional tool sets (mcp_endpoint.conformance); empty by default.
+# Filled at start-up by extension modules (settings.MCP_EXTENSION_MODULES); empty by default.
 EXTRA_TOOLS: dict[str, ExtraTool] = {}
 
 
@@ -143,13 +143,13 @@ def tool_list() -> list[types.Tool]:
     any extra tools. Whatever changes this list must change `tools_generation()`."""
     return [
         *_knowledge_tools(),
-        *workflows.workflow_tool_list(),
+        *workflow_answers.workflow_tool_list(),
         *(extra.tool for extra in EXTRA_TOOLS.values()),
     ]
 
 
 def tools_generation() -> Hashable:
-    """A stamp of the tools `tool_list()` serves: tools/list answers are cached by it (rpc.py).
+    """A stamp of the tools `tool_list()` serves: tools/list answers are cached by it (core.py).
     The knowledge tools are fixed; extra tools register at start-up; the workflows' snapshot
     names itself (graphs/toolset.py)."""
     return (tuple(EXTRA_TOOLS), workflow_tools_token())
@@ -182,6 +182,28 @@ def _tool_error(message: str) -> types.CallToolResult:
     )
 
 
+def _workflow_call(
+    tool: WorkflowTool, arguments: dict[str, Any] | None, context: CallContext
+) -> WorkflowCall:
+    """A workflow's call, for the core to follow as it answers."""
+    return WorkflowCall(
+        tool=tool,
+        request=RunRequest(
+            name=tool.name,
+            arguments=arguments if arguments is not None else {},
+            caller=context.caller,
+            session_id=context.session_id,
+            # As JSON ("7", '"a"'), so that `notifications/cancelled` finds the run.
+            request_id=json.dumps(context.request_id),
+            version=(tool.version_id, tool.digest),
+        ),
+        request_id=context.request_id,
+        progress_token=context.progress_token,
+        may_become_task=context.stateless and task_extension.declared(context.client_capabilities),
+        cancel_on_disconnect=context.stateless,
+    )
+
+
 def call_tool(params: types.CallToolRequestParams, context: CallContext) -> Any:
     """Run a tool; every failure comes back in-band with `isError` and how to fix the call."""
     extra = EXTRA_TOOLS.get(params.name)
@@ -191,9 +213,7 @@ def call_tool(params: types.CallToolRequestParams, context: CallContext) -> Any:
         )
     workflow = workflow_tools().get(params.name)
     if workflow is not None:
-        if context.transport == "http":
-            return calls.pending_call(workflow, params.arguments, context)
-        return workflows.call_workflow(workflow, params.arguments, context)
+        return _workflow_call(workflow, params.arguments, context)
     tool = TOOLS.get(params.name)
     if tool is None:
         names = [*TOOLS, *workflow_tools(), *EXTRA_TOOLS]

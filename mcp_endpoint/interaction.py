@@ -8,8 +8,8 @@ serves both protocol eras:
   while something is missing, returns an `InputRequiredResult` whose `requestState` carries
   the answers, encrypted and authenticated, valid for ten minutes, for the one caller and
   the one call (method, tool or prompt name, arguments) that received it.
-- 2025 revisions: the HTTP view sends each request to the client on the call's event stream
-  and waits for the answer the client posts back (`LegacyInteraction`).
+- 2025 revisions: each request goes to the client on the call's own stream, and the call
+  waits for the client's answer (`LegacyInteraction`, driven by client_requests.py).
 """
 
 from __future__ import annotations
@@ -238,9 +238,9 @@ class LegacyInteraction:
 
 
 def run_handler(handler: Callable[[], Any], params: Any, context: Any) -> Any:
-    """Call a handler; when it asks the client for input, drive it as the transport allows:
-    rounds of InputRequiredResult (2026-07-28), or the open call's event stream (2025 over
-    HTTP). `context` is the call's `dispatch.CallContext`."""
+    """Call a handler; when it asks the client for input, drive it as the era asks: rounds
+    of InputRequiredResult (2026-07-28), or requests on the call's own stream (2025, sent by
+    client_requests.py). `context` is the call's `dispatch.CallContext`."""
     outcome = handler()
     if not isinstance(outcome, Generator):
         return outcome
@@ -253,11 +253,4 @@ def run_handler(handler: Callable[[], Any], params: Any, context: Any) -> Any:
             getattr(params, "request_state", None),
             binding_for(params, context.caller),
         )
-    if context.transport == "http":
-        return LegacyInteraction(outcome)
-    outcome.close()
-    raise RpcError(
-        types.INVALID_REQUEST,
-        "This call needs answers from the client midway, which this transport cannot carry; "
-        "use Streamable HTTP.",
-    )
+    return LegacyInteraction(outcome)

@@ -4,7 +4,7 @@
 `/messages?sessionId=ID`. Each POST is answered 202 Accepted once admitted; its JSON-RPC
 answer comes back as a `message` event on the stream. The messages mean what they mean on
 `/mcp` in the 2025 revisions: `initialize` on the stream starts a session (`sessions.py`)
-and each later message is answered by `protocol.handle` within it, so both transports serve
+and each later message is answered by `streamable_http.handle` within it, so both transports serve
 the same tools, scopes and errors.
 
 The stream and its session are kept in the cache (`sessions.channel_*`), so a POST may land on
@@ -21,7 +21,8 @@ from collections.abc import AsyncIterator
 from asgiref.sync import sync_to_async
 from mcp import types
 
-from mcp_endpoint import calls, protocol, relay, sessions, transport
+from graphs.follow import Threads
+from mcp_endpoint import relay, sessions, streamable_http, transport
 
 logger = logging.getLogger(__name__)
 
@@ -30,11 +31,11 @@ MESSAGES_PATH = "/messages"
 KEEPALIVE_SECONDS = transport.KEEPALIVE_SECONDS
 
 
-def open_stream(inbound: protocol.Inbound) -> protocol.Outbound:
+def open_stream(inbound: streamable_http.Inbound) -> streamable_http.Outbound:
     """`GET /sse` from an admitted caller: register the stream (the ASGI app then sends it)."""
     if inbound.method != "GET":
-        return protocol.Outbound(405, {"Allow": "GET"})
-    return protocol.Outbound(200, channel=sessions.channel_open(inbound.caller.identity))
+        return streamable_http.Outbound(405, {"Allow": "GET"})
+    return streamable_http.Outbound(200, channel=sessions.channel_open(inbound.caller.identity))
 
 
 async def stream(channel_id: str) -> AsyncIterator[bytes]:
@@ -51,37 +52,37 @@ async def stream(channel_id: str) -> AsyncIterator[bytes]:
 
 
 def accept_message(
-    inbound: protocol.Inbound, *, channel_id: str
-) -> protocol.Outbound | protocol.Inbound:
+    inbound: streamable_http.Inbound, *, channel_id: str
+) -> streamable_http.Outbound | streamable_http.Inbound:
     """`POST /messages?sessionId=ID` from an admitted caller: a refusal, or the request to
-    answer on the stream (as `protocol.handle` would on `/mcp`, within the stream's session).
+    answer on the stream (as `streamable_http.handle` would on `/mcp`, within the stream's session).
 
     What is wrong with the POST itself is answered on the POST; what the answer to a message
     says (including JSON-RPC errors for a request) goes to the stream, where the client waits.
     """
     if inbound.method != "POST":
-        return protocol.Outbound(405, {"Allow": "POST"})
+        return streamable_http.Outbound(405, {"Allow": "POST"})
     channel = sessions.channel_get(channel_id, owner=inbound.caller.identity)
     if channel is None:
-        return protocol.error_reply(
+        return streamable_http.error_reply(
             404,
             types.INVALID_REQUEST,
             f"Unknown sessionId {channel_id[:128]!r}: the stream ended, or it was opened with "
             f"another API key. Open a new stream with GET {STREAM_PATH} (same key) and POST "
             "to the endpoint its first event names.",
         )
-    message, problem = protocol.json_body(inbound)
+    message, problem = streamable_http.json_body(inbound)
     if problem:
         return problem
     if not isinstance(message, dict):
-        return protocol.error_reply(
+        return streamable_http.error_reply(
             400,
             types.INVALID_REQUEST,
             "Invalid Request: send one JSON-RPC message object per POST (no batches).",
         )
     session_id = channel["session"]
     if session_id is None and message.get("method") != "initialize":
-        return protocol.error_reply(
+        return streamable_http.error_reply(
             400,
             types.INVALID_REQUEST,
             "This stream has no session yet: POST initialize first, then "
@@ -91,12 +92,12 @@ def accept_message(
     headers = {
         name: value
         for name, value in inbound.headers.items()
-        if name not in (protocol.VERSION_HEADER.lower(), protocol.SESSION_HEADER)
+        if name not in (streamable_http.VERSION_HEADER.lower(), streamable_http.SESSION_HEADER)
     }
-    headers["accept"] = f"{protocol.JSON}, {protocol.SSE}"
+    headers["accept"] = f"{streamable_http.JSON}, {streamable_http.SSE}"
     if session_id is not None:
-        headers[protocol.SESSION_HEADER] = session_id
-    return protocol.Inbound(
+        headers[streamable_http.SESSION_HEADER] = session_id
+    return streamable_http.Inbound(
         method="POST",
         headers=headers,
         body=inbound.body,
@@ -105,20 +106,20 @@ def accept_message(
     )
 
 
-def answer(inbound: protocol.Inbound, channel_id: str) -> protocol.Outbound:
+def answer(inbound: streamable_http.Inbound, channel_id: str) -> streamable_http.Outbound:
     """Answer an accepted message; an `initialize` binds its new session to the stream."""
-    outbound = protocol.handle(inbound)
+    outbound = streamable_http.handle(inbound)
     started = outbound.headers.get("Mcp-Session-Id")
-    if started and started != inbound.headers.get(protocol.SESSION_HEADER):
+    if started and started != inbound.headers.get(streamable_http.SESSION_HEADER):
         sessions.channel_bind(channel_id, started)
     return outbound
 
 
-async def deliver(channel_id: str, outbound: protocol.Outbound, threads: calls.Threads) -> None:
-    """Send an answer's events (or its one JSON-RPC message) to the stream's holder; a
-    workflow call's progress goes as it happens (`threads` drives its run)."""
-    if outbound.pending is not None:
-        outbound.pending.stream = True
+async def deliver(channel_id: str, outbound: streamable_http.Outbound, threads: Threads) -> None:
+    """Send an answer's messages (or its one JSON-RPC message) to the stream's holder, each
+    as it is made (`threads` takes the blocking work of a reply that goes on)."""
+    if outbound.reply is not None:
+        outbound.stream = True
     chunks = transport.stream_of(outbound, threads) or _single(outbound.body)
     async for chunk in chunks:
         if not await relay.publish(channel_id, chunk):

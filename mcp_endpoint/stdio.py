@@ -3,81 +3,153 @@
 The client is the local user who started the process, so every scope is granted. Both eras
 work: `initialize` negotiates a 2025 revision for the connection; a request whose `_meta`
 carries the 2026-07-28 envelope is answered statelessly.
+
+Requests are answered concurrently, each through the protocol core like a request over HTTP,
+its messages written as they come: a workflow call's progress, the requests a call sends the
+client (whose answers come back as lines of their own), then its response. The connection is
+a session of its own: once stdin has ended and the requests sent are answered, the workflow
+runs its calls started that still go on (queued ones, in their workers) are cancelled.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import Iterable, Iterator
-from typing import Any
+import secrets
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, TypeVar
 
+from django.conf import settings
+from django.db import close_old_connections
 from mcp import types
 from mcp.shared import inbound as envelope
 
-from mcp_endpoint.dispatch import RpcError
-from mcp_endpoint.models import Scope
-from mcp_endpoint.rpc import (
+from graphs.follow import Threads
+from mcp_endpoint import sessions, workflow_answers
+from mcp_endpoint.core import (
     MODERN_VERSION,
     Caller,
+    Reply,
     context_for,
     execute,
     initialize_result,
     negotiate,
 )
+from mcp_endpoint.dispatch import RpcError
+from mcp_endpoint.models import Scope
 
 logger = logging.getLogger(__name__)
 LOCAL_USER = Caller("stdio", frozenset(Scope.values))
+Message = dict[str, Any]
+T = TypeVar("T")
 
 
-def _error(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+def _error(request_id: Any, code: int, message: str, data: Any = None) -> Message:
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
-class StdioConnection:
-    """One client connection: remembers the negotiated version and log level."""
+def _on_thread(pool: ThreadPoolExecutor) -> Callable[[Callable[[], T]], Awaitable[T]]:
+    """Run blocking work on `pool`, each piece leaving the thread's database connection
+    usable for the next (Django's request cycle, which would see to it, does not run here)."""
 
-    def __init__(self) -> None:
+    def work(job: Callable[[], T]) -> T:
+        try:
+            return job()
+        finally:
+            close_old_connections()
+
+    loop = asyncio.get_running_loop()
+    return lambda job: loop.run_in_executor(pool, work, job)
+
+
+class StdioConnection:
+    """One client connection: the negotiated version and log level, and its session id."""
+
+    def __init__(self, write: Callable[[Message], None], threads: Threads) -> None:
+        self.write = write
+        self.threads = threads
+        self.session_id = f"stdio:{secrets.token_urlsafe(16)}"
         self.version: str | None = None
         self.log_level: str | None = None
         self.capabilities: dict[str, Any] = {}
+        # Requests being answered.
+        self.answering: set[asyncio.Task[None]] = set()
 
-    def answer(self, line: str) -> list[dict[str, Any]]:
-        """The messages to write for one input line: notifications, then the response."""
+    async def receive(self, line: str) -> None:
+        """Take one input line. A request is answered in a task of its own (its answer is
+        written when ready), but for `initialize`, whose version shapes the requests after
+        it; anything else is dealt with at once."""
         try:
             message = json.loads(line)
         except (ValueError, RecursionError) as exc:
-            return [_error(None, types.PARSE_ERROR, f"Parse error: {exc}")]
-        if not isinstance(message, dict) or not isinstance(message.get("method"), str):
-            if isinstance(message, dict) and ("result" in message or "error" in message):
-                return []  # a response to a request we never send
-            return [_error(None, types.INVALID_REQUEST, "Invalid Request: not a JSON-RPC request.")]
+            self.write(_error(None, types.PARSE_ERROR, f"Parse error: {exc}"))
+            return
+        if not isinstance(message, dict):
+            self.write(_error(None, types.INVALID_REQUEST, "Invalid Request: not a JSON object."))
+            return
+        if "id" in message and ("result" in message or "error" in message):
+            # The client's answer to a request a call sent it (client_requests.py).
+            await self.threads.short(partial(sessions.reply_store, self.session_id, message))
+            return
+        method = message.get("method")
+        if not isinstance(method, str):
+            self.write(
+                _error(None, types.INVALID_REQUEST, "Invalid Request: not a JSON-RPC request.")
+            )
+            return
         if "id" not in message:
-            return []  # notifications need no answer
-        request_id, method, params = message["id"], message["method"], message.get("params")
+            if method == "notifications/cancelled":
+                cancel = partial(
+                    workflow_answers.cancel_notification,
+                    message.get("params"),
+                    caller=LOCAL_USER.identity,
+                    session_id=self.session_id,
+                )
+                await self.threads.short(cancel)
+            return
+        answering = self.answer(message["id"], method, message.get("params"), message)
+        if method == "initialize":
+            await answering
+            return
+        task = asyncio.create_task(answering)
+        self.answering.add(task)
+        task.add_done_callback(self.answering.discard)
+
+    async def answer(self, request_id: Any, method: str, params: Any, message: Message) -> None:
+        """Answer a request through the core, writing each of its messages as it comes."""
         try:
-            return self._request(request_id, method, params, message)
+            reply = await self.threads.short(
+                partial(self._execute, request_id, method, params, message)
+            )
+            if isinstance(reply, Reply):
+                async for outgoing in reply.messages(self.threads):
+                    self.write(outgoing)
+            else:
+                self.write(reply)
         except RpcError as exc:
-            return [_error(request_id, exc.code, exc.message, exc.data)]
+            self.write(_error(request_id, exc.code, exc.message, exc.data))
         except Exception:  # never let one request end the connection
             logger.exception("stdio request %s failed", method)
-            return [_error(request_id, types.INTERNAL_ERROR, "Internal error; see the server log.")]
+            self.write(_error(request_id, types.INTERNAL_ERROR, "Internal error; see the log."))
 
-    def _request(
-        self, request_id: Any, method: str, params: Any, message: dict[str, Any]
-    ) -> list[dict[str, Any]]:
+    def _execute(
+        self, request_id: Any, method: str, params: Any, message: Message
+    ) -> Reply | Message:
         if method == "initialize":
             self.version, initialize = negotiate(params)
             self.capabilities = initialize.capabilities.model_dump(mode="json", exclude_none=True)
-            return [{"jsonrpc": "2.0", "id": request_id, "result": initialize_result(self.version)}]
+            return {"jsonrpc": "2.0", "id": request_id, "result": initialize_result(self.version)}
         meta = params.get("_meta") if isinstance(params, dict) else None
         if isinstance(meta, dict) and types.PROTOCOL_VERSION_META_KEY in meta:
             route = envelope.classify_inbound_request(message)
             if isinstance(route, envelope.InboundLadderRejection):
-                return [_error(request_id, route.code, route.message, route.data)]
+                return _error(request_id, route.code, route.message, route.data)
             version = MODERN_VERSION
         elif self.version is None:
             raise RpcError(
@@ -89,11 +161,12 @@ class StdioConnection:
         context = context_for(
             version,
             params,
+            request_id=request_id,
+            session_id=self.session_id,
             session_log_level=self.log_level,
             session_capabilities=self.capabilities,
-            transport="stdio",
         )
-        result = execute(
+        return execute(
             method,
             params,
             version=version,
@@ -101,14 +174,32 @@ class StdioConnection:
             context=context,
             on_set_level=lambda level: setattr(self, "log_level", level),
         )
-        notes = [{"jsonrpc": "2.0", **note} for note in context.notifications]
-        return [*notes, {"jsonrpc": "2.0", "id": request_id, "result": result}]
 
 
-def serve(lines: Iterable[str]) -> Iterator[str]:
-    """Answer each input line with zero or more output lines."""
-    connection = StdioConnection()
-    for line in lines:
-        if line.strip():
-            for message in connection.answer(line):
-                yield json.dumps(message, separators=(",", ":"))
+async def serve(read_line: Callable[[], Awaitable[str]], write_line: Callable[[str], None]) -> None:
+    """Answer the lines `read_line` returns until it returns "" (the input ended); answers
+    go to `write_line`, one JSON message per line, without the newline."""
+
+    def write(message: Message) -> None:
+        write_line(json.dumps(message, separators=(",", ":")))
+
+    with (
+        ThreadPoolExecutor(4, thread_name_prefix="stdio") as short,
+        ThreadPoolExecutor(settings.GRAPHS_DIRECT_RUN_THREADS, thread_name_prefix="run") as runs,
+    ):
+        threads = Threads(short=_on_thread(short), run=_on_thread(runs))
+        connection = StdioConnection(write, threads)
+        try:
+            while line := await read_line():
+                if line.strip():
+                    await connection.receive(line)
+            # The input ended: a client that sent its requests and closed stdin (a pipe)
+            # still gets their answers.
+            await asyncio.gather(*connection.answering, return_exceptions=True)
+        finally:
+            for task in connection.answering:
+                task.cancel()
+            end = partial(
+                sessions.session_end, connection.session_id, reason="The stdio client went away"
+            )
+            await threads.short(end)

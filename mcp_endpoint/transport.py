@@ -2,8 +2,8 @@
 
 `handle_request` does the synchronous part of a request: Host and Origin checks, body size,
 authentication, rate limit, then the protocol. `stream_of` turns an outcome that streams
-(events, a 2025 call that waits for the client, `subscriptions/listen`) into the body of a
-`text/event-stream` response.
+(the core's reply as events, `subscriptions/listen`) into the body of a `text/event-stream`
+response, and `settle` follows a reply that does not stream to its response.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ import asyncio
 import json
 import re
 import time
-import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -24,17 +23,16 @@ from django.http.request import split_domain_port, validate_host
 from mcp import types
 
 from graphs import toolset
-from mcp_endpoint import calls, protocol, sessions
+from graphs.follow import Threads
+from mcp_endpoint import streamable_http
 from mcp_endpoint.auth import Refusal, admit, presented_key
+from mcp_endpoint.core import Caller, Reply
 from mcp_endpoint.keys import is_remembered
 from mcp_endpoint.origins import origin_allowed
-from mcp_endpoint.rpc import Caller
 from nodespecs.registry import GENERATION_KEY, needs_database
 
 KEEPALIVE_SECONDS = 15
-REPLY_WAIT_SECONDS = 120
 LISTENABLE = ("toolsListChanged", "promptsListChanged", "resourcesListChanged")
-REPLY_POLL_SECONDS = 0.05
 LISTEN_POLL_SECONDS = 2
 
 
@@ -63,8 +61,18 @@ def _host_matches(host: str, allowed_hosts: tuple[str, ...]) -> bool:
 Answer = TypeVar("Answer")
 
 
-def _plain(status: int, message: str) -> protocol.Outbound:
-    return protocol.Outbound(status, {"Content-Type": "text/plain"}, message.encode())
+def _in_request_thread(work: Callable[[], Any]) -> Awaitable[Any]:
+    return sync_to_async(work, thread_sensitive=True)()
+
+
+# Where a request served by Django (the /mcp view, the REST API) does the blocking work of a
+# reply that goes on: the request's own sync thread, where Django manages the database
+# connection (and which the test client shares).
+REQUEST_THREADS = Threads(short=_in_request_thread, run=_in_request_thread)
+
+
+def _plain(status: int, message: str) -> streamable_http.Outbound:
+    return streamable_http.Outbound(status, {"Content-Type": "text/plain"}, message.encode())
 
 
 def handle_request(
@@ -75,8 +83,8 @@ def handle_request(
     body: bytes | None,
     client_address: str,
     host: str | None = None,
-    answer: Callable[[protocol.Inbound], Answer] = protocol.handle,  # type: ignore[assignment]
-) -> protocol.Outbound | Answer:
+    answer: Callable[[streamable_http.Inbound], Answer] = streamable_http.handle,  # type: ignore[assignment]
+) -> streamable_http.Outbound | Answer:
     """Answer one request; `headers` has lower-cased names; `body` None means it was larger
     than MCP_MAX_BODY_BYTES and was not read; `host` is given when already validated.
 
@@ -96,13 +104,13 @@ def handle_request(
             "(add it to MCP_ALLOWED_ORIGINS if it is yours).",
         )
     if body is None:
-        return protocol.error_reply(
+        return streamable_http.error_reply(
             413,
             types.INVALID_REQUEST,
             f"Request body too large: the limit is {settings.MCP_MAX_BODY_BYTES} bytes "
             "(MCP_MAX_BODY_BYTES).",
         )
-    inbound = protocol.Inbound(
+    inbound = streamable_http.Inbound(
         method=method,
         headers=headers,
         body=body,
@@ -111,7 +119,7 @@ def handle_request(
     )
     caller = admit(inbound.headers, client_address)
     if isinstance(caller, Refusal):
-        return protocol.error_reply(
+        return streamable_http.error_reply(
             caller.status, types.INVALID_REQUEST, caller.message, headers=caller.headers
         )
     inbound.caller = caller
@@ -158,11 +166,6 @@ def _sse(message: dict[str, Any]) -> bytes:
     return b"event: message\ndata: " + json.dumps(message, separators=(",", ":")).encode() + b"\n\n"
 
 
-async def _events(events: list[dict[str, Any]]) -> AsyncIterator[bytes]:
-    for event in events:
-        yield _sse(event)
-
-
 # What a `subscriptions/listen` kind watches: the cache generation that changes with it, and
 # the notification sent when it does. Prompts never change at run time, so that kind stays quiet.
 _WATCHED = {
@@ -205,86 +208,27 @@ async def _listen(listen: dict[str, Any]) -> AsyncIterator[bytes]:
     )
 
 
-async def _await_reply(session_id: str, request_id: str) -> dict[str, Any] | None:
-    deadline = time.monotonic() + REPLY_WAIT_SECONDS
-    while time.monotonic() < deadline:
-        reply = await sync_to_async(sessions.reply_take)(session_id, request_id)
-        if reply is not None:
-            return reply
-        await asyncio.sleep(REPLY_POLL_SECONDS)
-    return None
-
-
-async def _interact(events: list[dict[str, Any]], plan: dict[str, Any]) -> AsyncIterator[bytes]:
-    """Drive a 2025 call that asks the client for input: send each request on this stream,
-    wait for the answer the client posts back, and finish with the call's response."""
-    for event in events:
-        yield _sse(event)
-    run, call_id, session_id = plan["run"], plan["id"], plan["session"]
-    try:
-        requests = next(run.handler)
-        while True:
-            answers = {}
-            for request in requests:
-                server_id = f"{call_id}:{request.key}:{uuid.uuid4().hex[:8]}"
-                yield _sse(
-                    {
-                        "jsonrpc": "2.0",
-                        "id": server_id,
-                        "method": request.method,
-                        "params": request.params,
-                    }
-                )
-                reply = await _await_reply(session_id, server_id)
-                if reply is None or "result" not in reply:
-                    problem = (
-                        f"no answer to {request.method} within {REPLY_WAIT_SECONDS} s"
-                        if reply is None
-                        else f"the client refused {request.method}: {reply.get('error')}"
-                    )
-                    run.handler.close()
-                    yield _sse(
-                        {
-                            "jsonrpc": "2.0",
-                            "id": call_id,
-                            "error": {
-                                "code": types.INTERNAL_ERROR,
-                                "message": f"Stopped: {problem}.",
-                            },
-                        }
-                    )
-                    return
-                answers[request.key] = reply["result"]
-            requests = run.handler.send(answers)
-    except StopIteration as finished:
-        yield _sse({"jsonrpc": "2.0", "id": call_id, "result": run.finish(finished.value)})
-
-
-async def _call_events(call: calls.PendingCall, threads: calls.Threads) -> AsyncIterator[bytes]:
-    async for message in calls.drive(call, threads):
+async def _messages(reply: Reply, threads: Threads) -> AsyncIterator[bytes]:
+    async for message in reply.messages(threads):
         yield _sse(message)
 
 
-async def settle(outbound: protocol.Outbound, threads: calls.Threads) -> protocol.Outbound:
-    """The plain answer to an outcome: a pending workflow call that does not stream is driven
+async def settle(outbound: streamable_http.Outbound, threads: Threads) -> streamable_http.Outbound:
+    """The plain answer to an outcome: a reply that goes on without streaming is followed
     to its response here; anything else is already its answer."""
-    if outbound.pending is None or outbound.pending.stream:
+    if outbound.reply is None or outbound.stream:
         return outbound
-    message = await calls.settle(outbound.pending, threads)
-    return protocol.message_reply(message, outbound.headers)
+    message = await outbound.reply.final(threads)
+    return streamable_http.message_reply(message, outbound.headers)
 
 
 def stream_of(
-    outbound: protocol.Outbound, threads: calls.Threads | None = None
+    outbound: streamable_http.Outbound, threads: Threads | None = None
 ) -> AsyncIterator[bytes] | None:
     """The event-stream body of an outcome that streams, or None for a plain response
-    (`threads` drives a pending workflow call: see `settle` for one that does not stream)."""
-    if outbound.pending is not None and outbound.pending.stream and threads is not None:
-        return _call_events(outbound.pending, threads)
-    if outbound.interaction is not None:
-        return _interact(outbound.events or [], outbound.interaction)
+    (`threads` takes the blocking work of a reply that goes on)."""
+    if outbound.reply is not None and outbound.stream and threads is not None:
+        return _messages(outbound.reply, threads)
     if outbound.listen is not None:
         return _listen(outbound.listen)
-    if outbound.events is not None:
-        return _events(outbound.events)
     return None

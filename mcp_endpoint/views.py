@@ -8,16 +8,13 @@ sync thread, where Django manages the database connections.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
-
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from mcp_endpoint import calls, transport
+from mcp_endpoint import transport
 
 
 def _headers(request: HttpRequest) -> tuple[dict[str, str], list[tuple[str, str]]]:
@@ -29,10 +26,6 @@ def _headers(request: HttpRequest) -> tuple[dict[str, str], list[tuple[str, str]
         else list(headers.items())
     )
     return headers, raw
-
-
-def _in_sync_thread(work: Callable[[], Any]) -> Awaitable[Any]:
-    return sync_to_async(work, thread_sensitive=True)()
 
 
 @csrf_exempt
@@ -55,10 +48,8 @@ async def mcp(request: HttpRequest) -> HttpResponse:
         client_address=request.META.get("REMOTE_ADDR", ""),
         host=request.get_host(),  # validated by Django against ALLOWED_HOSTS
     )
-    # Django's thread for the request's database work: the one the test client shares.
-    in_request_thread = calls.Threads(short=_in_sync_thread, run=_in_sync_thread)
-    outbound = await transport.settle(outbound, in_request_thread)
-    stream = transport.stream_of(outbound, in_request_thread)
+    outbound = await transport.settle(outbound, transport.REQUEST_THREADS)
+    stream = transport.stream_of(outbound, transport.REQUEST_THREADS)
     if stream is not None:
         return StreamingHttpResponse(stream, headers={**outbound.headers, **transport.SSE_HEADERS})
     response = HttpResponse(outbound.body, status=outbound.status)

@@ -14,7 +14,7 @@ from django.test import Client
 from django.urls import reverse
 
 from graphs.models import Workflow
-from graphs.runs import run_create
+from graphs.runs import RunRequest, run_create
 from mcp_endpoint.keys import api_key_create
 from nodespecs.models import Provider
 from tests.graphs.conftest import import_file
@@ -84,7 +84,7 @@ def objects(db):
     import_file("loops.yaml")
     provider = Provider.objects.create(name="web", command="true", env={"TOKEN": "t"})
     key, _ = api_key_create(name="ci", scopes=["tools:read"])
-    run = run_create(name="sum_to", arguments={"n": 3})
+    run = run_create(RunRequest(name="sum_to", arguments={"n": 3}))
     return {"provider": provider, "key": key, "run": run}
 
 

@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from graphs.files import graph_import
 from graphs.models import Run, Workflow
-from graphs.runs import workflow_call
+from graphs.runs import RunRequest, workflow_call
 from nodespecs.models import NodeSpec
 from tests.graphs.conftest import FILES, OPERATOR, import_file
 
@@ -78,10 +78,10 @@ def test_every_page_fits_a_1280_px_window(history, signed_in, live_server, scree
     page = signed_in
     url = live_server.url
     # A loop: the run whose admin page was 2,750 px wide, with its raw float durations.
-    run = Run.objects.get(pk=workflow_call(name="sum_to", arguments={"n": 6}).run_id)
+    run = Run.objects.get(pk=workflow_call(RunRequest(name="sum_to", arguments={"n": 6})).run_id)
     widest = Run.objects.filter(workflow_name="poll_report").order_by("-node_count").first()
 
-    long_run = workflow_call(name="long_chain", arguments={}).run_id
+    long_run = workflow_call(RunRequest(name="long_chain", arguments={})).run_id
     long_chain = Workflow.objects.get(name="long_chain")
 
     for path in (

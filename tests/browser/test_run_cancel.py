@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from graphs.files import graph_import
 from graphs.models import Run, Workflow
-from graphs.runs import run_create
+from graphs.runs import RunRequest, run_create
 from nodespecs import mcp_client
 from tests.graphs.conftest import OPERATOR, import_file
 from tests.peers import ECHO_SERVER
@@ -67,7 +67,7 @@ def wait_for_run(workflow: str) -> int:
 
 
 def test_a_reviewer_cancels_a_queued_run_from_its_page(signed_in, live_server, loops):
-    run = run_create(name="sum_to", arguments={"n": 3}, caller="key:ci")
+    run = run_create(RunRequest(name="sum_to", arguments={"n": 3}, caller="key:ci"))
     page = signed_in
     page.goto(f"{live_server.url}/runs/{run.pk}/")
     expect(page.locator("#run-status")).to_have_text("Queued")

@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 
 from graphs.models import Run
-from graphs.runs import workflow_call
+from graphs.runs import RunRequest, workflow_call
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -36,14 +36,14 @@ def terminate_when_running(dsn: str, backend_pid: int, errors: list[str]) -> Non
 def test_a_run_whose_connection_is_terminated_between_nodes_completes(fault_workflows):
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL (pg_terminate_backend); set DATABASE_URL to run it")
-    workflow_call(name="faulty_pid", arguments={})  # the server started
+    workflow_call(RunRequest(name="faulty_pid", arguments={}))  # the server started
     connection.ensure_connection()
     backend_pid = connection.connection.info.backend_pid
     dsn = connection.connection.info.dsn
     errors: list[str] = []
     killer = threading.Thread(target=terminate_when_running, args=(dsn, backend_pid, errors))
     killer.start()
-    outcome = workflow_call(name="faulty_sleep", arguments={"seconds": 0.8})
+    outcome = workflow_call(RunRequest(name="faulty_sleep", arguments={"seconds": 0.8}))
     killer.join()
     assert not errors
     assert connection.connection.info.backend_pid != backend_pid, "it was not terminated"
@@ -52,4 +52,4 @@ def test_a_run_whose_connection_is_terminated_between_nodes_completes(fault_work
     assert run.status == Run.Status.SUCCEEDED
     assert [row.status for row in run.node_executions.order_by("index")] == ["succeeded"] * 3
     # The next run needs no restart.
-    assert workflow_call(name="healthy_add", arguments={"a": 1}).result == {"sum": 2}
+    assert workflow_call(RunRequest(name="healthy_add", arguments={"a": 1})).result == {"sum": 2}

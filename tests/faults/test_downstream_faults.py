@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 
 from graphs.models import Run
-from graphs.runs import workflow_call
+from graphs.runs import RunRequest, workflow_call
 from nodespecs import mcp_client
 from nodespecs.mcp_client import Connection, DownstreamError
 from tests.faults.conftest import NODE_TIMEOUT, Holdings, wait_until
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 def failed_run(name: str, arguments: dict | None = None) -> Run:
     """Run a workflow that must fail, and return its record."""
-    outcome = workflow_call(name=name, arguments=arguments or {})
+    outcome = workflow_call(RunRequest(name=name, arguments=arguments or {}))
     assert outcome.status == Run.Status.FAILED, outcome
     run = Run.objects.get(pk=outcome.run_id)
     assert run.error == outcome.error
@@ -35,7 +35,7 @@ def failed_run(name: str, arguments: dict | None = None) -> Run:
 
 
 def server_pid() -> int:
-    outcome = workflow_call(name="faulty_pid", arguments={})
+    outcome = workflow_call(RunRequest(name="faulty_pid", arguments={}))
     assert outcome.succeeded, outcome.error
     return outcome.result["result"]
 
@@ -73,7 +73,7 @@ def test_garbage_on_stdout_fails_the_node_with_what_was_wrong(fault_workflows, k
     assert time.monotonic() - started < NODE_TIMEOUT + 1, "nothing may hang past the timeout"
     assert "MCP server 'faulty'" in run.error
     assert expected in run.error
-    assert workflow_call(name="faulty_pid", arguments={}).succeeded
+    assert workflow_call(RunRequest(name="faulty_pid", arguments={})).succeeded
 
 
 @pytest.mark.parametrize(
@@ -111,7 +111,7 @@ def test_a_result_just_over_the_limit_fails_the_node_naming_size_and_setting(
     run = failed_run("faulty_huge", {"megabytes": 1.01})
     assert "returned 1,010," in run.error
     assert "over the 1,000,000 that MCP_CLIENT_MAX_RESULT_BYTES allows" in run.error
-    assert workflow_call(name="faulty_pid", arguments={}).succeeded
+    assert workflow_call(RunRequest(name="faulty_pid", arguments={})).succeeded
 
 
 def test_a_12_mb_answer_fails_the_node_at_once_as_too_large_and_the_server_is_replaced(
@@ -236,11 +236,11 @@ def test_a_crash_fails_the_node_and_the_next_run_gets_a_new_server(fault_workflo
 def test_while_one_provider_hangs_other_providers_and_runs_go_on(fault_workflows):
     if connection.vendor == "sqlite":
         pytest.skip("the SQLite test database is in memory, where writers lock whole tables")
-    workflow_call(name="either", arguments={"a": 0})  # both servers started
+    workflow_call(RunRequest(name="either", arguments={"a": 0}))  # both servers started
 
     def call(name: str, arguments: dict):
         try:
-            return workflow_call(name=name, arguments=arguments)
+            return workflow_call(RunRequest(name=name, arguments=arguments))
         finally:
             connection.close()  # the pool's threads end with the test
 
@@ -262,7 +262,7 @@ def test_while_one_provider_hangs_other_providers_and_runs_go_on(fault_workflows
 
 def test_faulty_calls_leave_no_process_file_or_session_behind(fault_workflows, settings):
     settings.MCP_CLIENT_MAX_RESULT_BYTES = 1_000_000
-    workflow_call(name="healthy_add", arguments={"a": 1})
+    workflow_call(RunRequest(name="healthy_add", arguments={"a": 1}))
     server_pid()
     baseline = Holdings.now()
     assert baseline.sessions == 2
@@ -278,7 +278,7 @@ def test_faulty_calls_leave_no_process_file_or_session_behind(fault_workflows, s
     for name, arguments in faults:
         server_pid()  # started, so that the quick timeouts meet the fault, not the start
         failed_run(name, arguments)
-    assert workflow_call(name="faulty_pid", arguments={}).succeeded
+    assert workflow_call(RunRequest(name="faulty_pid", arguments={})).succeeded
     # Stopped servers are reaped in the background; files the SDK opens per session close
     # with them. Allowed: none more than at the start.
     wait_until(

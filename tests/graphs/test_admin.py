@@ -13,7 +13,7 @@ from graphs.admin import editor_text
 from graphs.engine import dump_yaml, load_yaml
 from graphs.models import Run, Workflow
 from graphs.pages.display import duration
-from graphs.runs import workflow_call
+from graphs.runs import RunRequest, workflow_call
 
 pytestmark = pytest.mark.usefixtures("loops")
 
@@ -146,14 +146,16 @@ def test_a_test_run_with_bad_arguments_says_what_is_wrong(admin_client):
 
 
 def test_payloads_in_run_pages_are_escaped(admin_client):
-    outcome = workflow_call(name="is_zero", arguments={"value": "<script>alert(1)</script>"})
+    outcome = workflow_call(
+        RunRequest(name="is_zero", arguments={"value": "<script>alert(1)</script>"})
+    )
     page = admin_client.get(reverse("admin:graphs_run_change", args=[outcome.run_id]))
     assert "<script>alert(1)</script>" not in page.content.decode()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.content.decode()
 
 
 def test_run_pages_show_durations_in_human_units(admin_client):
-    outcome = workflow_call(name="sum_to", arguments={"n": 3})
+    outcome = workflow_call(RunRequest(name="sum_to", arguments={"n": 3}))
     run = Run.objects.get(pk=outcome.run_id)
     took = [run.duration_ms, *run.node_executions.values_list("duration_ms", flat=True)]
     for url in (
@@ -170,7 +172,7 @@ def test_run_pages_show_durations_in_human_units(admin_client):
 
 
 def test_the_run_page_shows_an_expression_as_its_author_wrote_it(admin_client):
-    outcome = workflow_call(name="sum_to", arguments={"n": 1})
+    outcome = workflow_call(RunRequest(name="sum_to", arguments={"n": 1}))
     page = admin_client.get(reverse("admin:graphs_run_change", args=[outcome.run_id]))
     assert "expr: |\n  $executionCount(&quot;step&quot;) = 0\n" in page.content.decode()
 

@@ -14,13 +14,13 @@ from django.utils import timezone
 from graphs.control import RunNotFound, run_cancel
 from graphs.models import NodeExecution, Run
 from graphs.reaper import runs_reap
-from graphs.runs import run_create, run_execute, workflow_call
+from graphs.runs import RunRequest, run_create, run_execute, workflow_call
 from mcp_endpoint.auth import authenticate
 from tests.mcp_endpoint.helpers import make_key
 
 
 def test_a_queued_run_cancelled_before_it_starts_is_never_executed(loops):
-    run = run_create(name="sum_to", arguments={"n": 3}, caller="key:abc")
+    run = run_create(RunRequest(name="sum_to", arguments={"n": 3}, caller="key:abc"))
 
     cancellation = run_cancel(run_id=run.pk, reason="not needed any more")
 
@@ -34,7 +34,7 @@ def test_a_queued_run_cancelled_before_it_starts_is_never_executed(loops):
 
 
 def test_a_queued_run_is_executed_once_however_often_its_task_arrives(loops):
-    run = run_create(name="sum_to", arguments={"n": 3})
+    run = run_create(RunRequest(name="sum_to", arguments={"n": 3}))
 
     outcome = run_execute(run_id=run.pk, arguments={"n": 3})
 
@@ -54,7 +54,9 @@ def test_a_running_run_cancelled_in_its_process_stops_before_its_next_node(loops
             run_id = Run.objects.latest("pk").pk
             cancelled.append(run_cancel(run_id=run_id, reason="the reviewer stopped it"))
 
-    outcome = workflow_call(name="sum_to", arguments={"n": 50}, progress=cancel_after_three_nodes)
+    outcome = workflow_call(
+        RunRequest(name="sum_to", arguments={"n": 50}), progress=cancel_after_three_nodes
+    )
 
     assert cancelled[0].status == Run.Status.RUNNING
     assert outcome.status == Run.Status.CANCELLED
@@ -67,7 +69,7 @@ def test_a_running_run_cancelled_in_its_process_stops_before_its_next_node(loops
 
 
 def test_cancelling_an_ended_or_unknown_run_says_so(loops):
-    outcome = workflow_call(name="sum_to", arguments={"n": 1}, caller="key:abc")
+    outcome = workflow_call(RunRequest(name="sum_to", arguments={"n": 1}, caller="key:abc"))
 
     ended = run_cancel(run_id=outcome.run_id, reason="too late")
 
@@ -80,7 +82,7 @@ def test_cancelling_an_ended_or_unknown_run_says_so(loops):
 
 
 def _running(loops, *, heartbeat_age: float) -> Run:
-    run = run_create(name="sum_to", arguments={"n": 1})
+    run = run_create(RunRequest(name="sum_to", arguments={"n": 1}))
     beat = timezone.now() - timedelta(seconds=heartbeat_age)
     Run.objects.filter(pk=run.pk).update(
         status=Run.Status.RUNNING, started_at=beat, heartbeat_at=beat, worker="box:4242"
@@ -138,7 +140,7 @@ def _cancel(client, run_id: int, key: str):
 def test_the_rest_api_cancels_a_run_started_with_the_same_key(loops, client):
     key = make_key()
     caller = authenticate({"authorization": f"Bearer {key}"}, "127.0.0.1").identity
-    run = run_create(name="sum_to", arguments={"n": 2}, caller=caller)
+    run = run_create(RunRequest(name="sum_to", arguments={"n": 2}, caller=caller))
 
     response = _cancel(client, run.pk, key)
 
@@ -154,7 +156,7 @@ def test_the_rest_api_cancels_a_run_started_with_the_same_key(loops, client):
 
 
 def test_the_rest_api_refuses_to_cancel_without_the_scope_or_for_another_key(loops, client):
-    run = run_create(name="sum_to", arguments={"n": 2}, caller="key:someone")
+    run = run_create(RunRequest(name="sum_to", arguments={"n": 2}, caller="key:someone"))
 
     read_only = _cancel(client, run.pk, make_key(["tools:read"]))
     other = _cancel(client, run.pk, make_key())

@@ -29,9 +29,9 @@ from graphs.engine import NodeRecord
 from graphs.files import GraphFileError
 from graphs.history import COLUMNS, FLUSH_BYTES, FLUSH_ROWS, HistoryRecorder, write_rows
 from graphs.models import NodeExecution, Run, Workflow
-from graphs.runs import run_create, workflow_call
+from graphs.runs import RunRequest, run_create, workflow_call
 from graphs.services import workflow_save
-from mcp_endpoint import tasks
+from mcp_endpoint import task_extension
 from mcp_endpoint.auth import authenticate
 from tests.graphs.conftest import FILES, import_file
 from tests.graphs.test_admin import change_url, form_data
@@ -192,7 +192,7 @@ def test_a_ceiling_lowered_after_a_save_caps_the_runs_of_what_was_stored(loops, 
     workflow_save(workflow=workflow)
     settings.GRAPHS_MAX_NODE_EXECUTIONS_CEILING = 300
 
-    outcome = workflow_call(name="sum_to", arguments={"n": 10_000})
+    outcome = workflow_call(RunRequest(name="sum_to", arguments={"n": 10_000}))
 
     assert outcome.status == Run.Status.FAILED
     assert outcome.error.startswith("maxNodeExecutions (300) reached before node")
@@ -204,7 +204,7 @@ def test_a_ceiling_lowered_after_a_save_caps_the_runs_of_what_was_stored(loops, 
 
 
 def test_a_workflow_within_the_ceiling_is_told_only_its_own_limit(loops):
-    outcome = workflow_call(name="sum_to", arguments={"n": 10_000})
+    outcome = workflow_call(RunRequest(name="sum_to", arguments={"n": 10_000}))
 
     assert "maxNodeExecutions (500) reached" in outcome.error
     assert "caps it" not in outcome.error
@@ -228,7 +228,7 @@ def test_the_recorder_holds_a_bounded_batch_of_rows_however_fast_the_nodes(loops
     monkeypatch.setattr(
         "graphs.history.write_rows", lambda rows: batches.append((len(rows), _bytes(rows)))
     )
-    run = run_create(name="sum_to", arguments={"n": 1})
+    run = run_create(RunRequest(name="sum_to", arguments={"n": 1}))
     recorder = HistoryRecorder(run)
     big = "x" * 100_000  # 100 KB outputs: 42 of them make FLUSH_BYTES
 
@@ -259,7 +259,7 @@ def long_run(django_db_setup, django_db_blocker) -> Iterator[dict[str, Any]]:
         import_file("loops.yaml")
         key = make_key()
         caller = authenticate({"authorization": f"Bearer {key}"}, "127.0.0.1").identity
-        run = run_create(name="sum_to", arguments={"n": 10**9}, caller=caller)
+        run = run_create(RunRequest(name="sum_to", arguments={"n": 10**9}, caller=caller))
         began = time.perf_counter()
         insert_executions(run.pk, LONG_RUN)
         # Checked once here, not again as each test ends (PostgreSQL would check the 300,000
@@ -337,7 +337,9 @@ class TestARunOf300000NodeExecutions:
         assert (path.failed, path.failed_index, path.executions) == ("", None, LONG_RUN)
 
     def test_its_run_page_takes_no_more_memory_than_a_short_runs(self, long_run, reviewer):
-        short = workflow_call(name="sum_to", arguments={"n": 60})  # 123 executions, two pages
+        short = workflow_call(
+            RunRequest(name="sum_to", arguments={"n": 60})
+        )  # 123 executions, two pages
         reviewer.get(run_url(short.run_id))  # templates and caches warm
 
         short_peak = peak_bytes(lambda: reviewer.get(run_url(short.run_id)))
@@ -386,9 +388,11 @@ class TestARunOf300000NodeExecutions:
         took, cancel = best_of_three(
             lambda: client.post(f"/api/v1/runs/{run_id}/cancel", headers=headers)
         )
-        capabilities = {"extensions": {tasks.EXTENSION: {}}}
+        capabilities = {"extensions": {task_extension.EXTENSION: {}}}
         task_took, task = best_of_three(
-            lambda: tasks.get({"taskId": tasks.task_id(run_id)}, capabilities, long_run["caller"])
+            lambda: task_extension.get(
+                {"taskId": task_extension.task_id(run_id)}, capabilities, long_run["caller"]
+            )
         )
 
         assert cancel.json()["message"] == f"Run {run_id} already ended failed: not cancelled."

@@ -11,7 +11,7 @@ from django.urls import reverse
 from graphs import selectors
 from graphs.models import NodeExecution, Run, Workflow
 from graphs.pages import display
-from graphs.runs import run_create, run_execute, workflow_call
+from graphs.runs import RunRequest, run_create, run_execute, workflow_call
 from graphs.selectors import Cursor, RunFilters
 
 pytestmark = pytest.mark.usefixtures("loops")
@@ -96,8 +96,8 @@ def test_an_unknown_run_is_not_found(reviewer):
 
 
 def test_the_runs_list_shows_each_run_newest_first_with_its_summary(reviewer):
-    ok = workflow_call(name="sum_to", arguments={"n": 3}, caller="key:ci")
-    bad = workflow_call(name="sum_to", arguments={"n": 1000}, caller="key:ci")
+    ok = workflow_call(RunRequest(name="sum_to", arguments={"n": 3}, caller="key:ci"))
+    bad = workflow_call(RunRequest(name="sum_to", arguments={"n": 1000}, caller="key:ci"))
     response = reviewer.get(RUNS)
     runs = response.context["page"].runs
     assert [run.pk for run in runs] == [bad.run_id, ok.run_id]
@@ -188,7 +188,7 @@ def test_a_cursor_round_trips_to_the_microsecond():
 
 
 def test_each_step_shows_its_input_what_it_evaluated_and_its_output(reviewer):
-    outcome = workflow_call(name="sum_to", arguments={"n": 2})
+    outcome = workflow_call(RunRequest(name="sum_to", arguments={"n": 2}))
     response = reviewer.get(detail_url(outcome.run_id))
     rows = response.context["rows"]
     assert [row.step.execution.node_id for row in rows] == [
@@ -209,8 +209,8 @@ def test_each_step_shows_its_input_what_it_evaluated_and_its_output(reviewer):
 
 def test_a_run_is_created_no_later_than_it_starts_and_its_nodes_run_in_between(reviewer):
     # A run that starts as it is recorded, and one queued first then executed by a worker.
-    direct = Run.objects.get(pk=workflow_call(name="sum_to", arguments={"n": 3}).run_id)
-    queued = run_create(name="sum_to", arguments={"n": 3})
+    direct = Run.objects.get(pk=workflow_call(RunRequest(name="sum_to", arguments={"n": 3})).run_id)
+    queued = run_create(RunRequest(name="sum_to", arguments={"n": 3}))
     run_execute(run_id=queued.pk, arguments={"n": 3})
     queued.refresh_from_db()
     for run in (direct, queued):
@@ -222,7 +222,7 @@ def test_a_run_is_created_no_later_than_it_starts_and_its_nodes_run_in_between(r
 
 
 def test_the_timeline_runs_from_the_first_node_to_the_end_of_the_last(reviewer):
-    outcome = workflow_call(name="sum_to", arguments={"n": 4})
+    outcome = workflow_call(RunRequest(name="sum_to", arguments={"n": 4}))
     rows = reviewer.get(detail_url(outcome.run_id)).context["rows"]
     # The entry ran first: its mark starts the bar (the run's own recording time before it
     # once put it 60 % along), and each later node starts no earlier than the one before.
@@ -270,7 +270,7 @@ def test_a_failed_run_names_and_marks_its_failing_node(reviewer):
 
 
 def test_a_limit_breach_marks_the_node_it_stopped_before(reviewer):
-    outcome = workflow_call(name="sum_to", arguments={"n": 1000})
+    outcome = workflow_call(RunRequest(name="sum_to", arguments={"n": 1000}))
     page = reviewer.get(detail_url(outcome.run_id)).content.decode()
     assert f'<g class="node failed" data-node-id="{outcome.error_node_id}">' in page
     assert "maxNodeExecutions (500)" in page
@@ -365,7 +365,7 @@ def cancel_url(run: Run) -> str:
 
 
 def test_a_queued_run_is_cancelled_from_its_page_naming_who_did_it(reviewer):
-    run = run_create(name="sum_to", arguments={"n": 3})
+    run = run_create(RunRequest(name="sum_to", arguments={"n": 3}))
     page = reviewer.get(detail_url(run)).content.decode()
     assert f'<form class="cancel" method="post" action="{cancel_url(run)}">' in page
     assert 'name="csrfmiddlewaretoken"' in page

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from graphs.models import NodeExecution, Run, Workflow
 from graphs.reaper import Reaped, runs_reap
-from graphs.runs import run_create
+from graphs.runs import RunRequest, run_create
 from graphs.tasks import run_queued
 
 
@@ -39,7 +39,7 @@ def retried(loops, settings):
 
 def queued_run(*, age: float, arguments: dict | None = None, **fields) -> Run:
     """A queued run of sum_to created `age` seconds ago."""
-    run = run_create(name="sum_to", arguments=arguments or {"n": 3})
+    run = run_create(RunRequest(name="sum_to", arguments=arguments or {"n": 3}))
     created = timezone.now() - timedelta(seconds=age)
     Run.objects.filter(pk=run.pk).update(created_at=created, **fields)
     run.refresh_from_db()
@@ -129,7 +129,7 @@ def test_a_queued_run_with_masked_secrets_is_failed_not_sent_with_the_masks(loop
 
 
 def test_a_duplicate_message_executes_nothing_and_stores_no_result(loops, eager_workers):
-    run = run_create(name="sum_to", arguments={"n": 3})
+    run = run_create(RunRequest(name="sum_to", arguments={"n": 3}))
 
     first = run_queued.apply(args=[run.pk, {"n": 3}])
     second = run_queued.apply(args=[run.pk, {"n": 3}])

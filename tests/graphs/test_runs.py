@@ -8,12 +8,12 @@ import pytest
 from django.db import connection
 
 from graphs.models import NodeExecution, Run
-from graphs.runs import WorkflowCallError, workflow_call
+from graphs.runs import RunRequest, WorkflowCallError, workflow_call
 from tests.graphs.conftest import import_file
 
 
 def test_a_loop_returns_the_right_sum_and_records_every_iteration(loops):
-    outcome = workflow_call(name="sum_to", arguments={"n": 10}, caller="tests")
+    outcome = workflow_call(RunRequest(name="sum_to", arguments={"n": 10}, caller="tests"))
     assert outcome.succeeded
     assert outcome.result == {"sum": 55, "steps": 10}
     run = Run.objects.get(pk=outcome.run_id)
@@ -36,7 +36,7 @@ def test_a_loop_returns_the_right_sum_and_records_every_iteration(loops):
 
 @pytest.mark.parametrize(("value", "branch"), [(3, "small"), (42, "medium"), (1000, "large")])
 def test_a_switch_takes_each_branch(loops, value, branch):
-    outcome = workflow_call(name="classify", arguments={"value": value})
+    outcome = workflow_call(RunRequest(name="classify", arguments={"value": value}))
     assert outcome.result == branch
     path = Run.objects.get(pk=outcome.run_id).node_executions.values_list("node_id", flat=True)
     assert list(path) == ["entry", "size", branch, "exit"]
@@ -44,14 +44,14 @@ def test_a_switch_takes_each_branch(loops, value, branch):
 
 @pytest.mark.parametrize("value", [0, False, "", None])
 def test_an_exit_returns_falsy_values_unchanged(loops, value):
-    outcome = workflow_call(name="is_zero", arguments={"value": value})
+    outcome = workflow_call(RunRequest(name="is_zero", arguments={"value": value}))
     assert outcome.succeeded
     assert outcome.result == value
     assert type(outcome.result) is type(value)
 
 
 def test_a_limit_breach_fails_the_run_naming_the_limit_and_the_node(loops):
-    outcome = workflow_call(name="sum_to", arguments={"n": 1000})
+    outcome = workflow_call(RunRequest(name="sum_to", arguments={"n": 1000}))
     assert outcome.status == Run.Status.FAILED
     assert "maxNodeExecutions (500)" in outcome.error
     run = Run.objects.get(pk=outcome.run_id)
@@ -63,20 +63,22 @@ def test_a_limit_breach_fails_the_run_naming_the_limit_and_the_node(loops):
 
 def test_arguments_that_break_the_input_schema_start_no_run(loops):
     with pytest.raises(WorkflowCallError, match="n: 0 is less than the minimum of 1"):
-        workflow_call(name="sum_to", arguments={"n": 0})
+        workflow_call(RunRequest(name="sum_to", arguments={"n": 0}))
     with pytest.raises(WorkflowCallError, match="arguments: 'n' is a required property"):
-        workflow_call(name="sum_to", arguments={})
+        workflow_call(RunRequest(name="sum_to", arguments={}))
     assert not Run.objects.exists()
 
 
 def test_an_unknown_workflow_is_refused_by_name(loops):
     with pytest.raises(WorkflowCallError, match="No workflow named 'sum_two'"):
-        workflow_call(name="sum_two", arguments={})
+        workflow_call(RunRequest(name="sum_two", arguments={}))
 
 
 def test_secret_arguments_are_masked_in_the_history(loops):
     import_file("loops.yaml", **{"value: {}": "value: {}\n        api_key: {}"})
-    outcome = workflow_call(name="is_zero", arguments={"value": 1, "api_key": "sk-live-123"})
+    outcome = workflow_call(
+        RunRequest(name="is_zero", arguments={"value": 1, "api_key": "sk-live-123"})
+    )
     run = Run.objects.get(pk=outcome.run_id)
     assert run.arguments == {"value": 1, "api_key": "********"}
     entry = run.node_executions.get(node_id="entry")
@@ -85,7 +87,7 @@ def test_secret_arguments_are_masked_in_the_history(loops):
 
 def test_a_large_payload_is_stored_as_a_marked_preview(loops, settings):
     settings.GRAPHS_MAX_PAYLOAD_BYTES = 100
-    outcome = workflow_call(name="is_zero", arguments={"value": "x" * 500})
+    outcome = workflow_call(RunRequest(name="is_zero", arguments={"value": "x" * 500}))
     assert outcome.result == "x" * 500
     run = Run.objects.get(pk=outcome.run_id)
     assert run.truncated
@@ -105,7 +107,7 @@ def test_concurrent_calls_each_get_their_own_answer_and_history():
 
     def call(n: int):
         try:
-            return n, workflow_call(name="sum_to", arguments={"n": n})
+            return n, workflow_call(RunRequest(name="sum_to", arguments={"n": n}))
         finally:
             connection.close()
 
@@ -129,17 +131,17 @@ def test_a_run_of_a_known_version_makes_a_fixed_number_of_queries(
     monkeypatch.setattr(history, "FLUSH_SECONDS", 60)
     tool = workflow_tools()["sum_to"]
     version = (tool.version_id, tool.digest)
-    workflow_call(name="sum_to", arguments={"n": 2}, version=version)
+    workflow_call(RunRequest(name="sum_to", arguments={"n": 2}, version=version))
     # The run's row, the finished rows in one batch, the run's outcome, whatever n is
     # (n=30: 63 rows, one INSERT within SQLite's bound on parameters). PostgreSQL's batch is
     # a COPY, which Django does not count.
     batch = 0 if connection.vendor == "postgresql" else 1
     with django_assert_num_queries(2 + batch):
-        workflow_call(name="sum_to", arguments={"n": 30}, version=version)
+        workflow_call(RunRequest(name="sum_to", arguments={"n": 30}, version=version))
 
 
 def test_a_run_out_of_time_ends_timed_out(db):
     import_file("loops.yaml", **{"maxNodeExecutions: 500": "maxExecutionTimeMs: 1"})
-    outcome = workflow_call(name="sum_to", arguments={"n": 100000})
+    outcome = workflow_call(RunRequest(name="sum_to", arguments={"n": 100000}))
     assert outcome.status == Run.Status.TIMED_OUT
     assert outcome.error.startswith("maxExecutionTimeMs (1) reached")

@@ -16,7 +16,7 @@ from django.db import connections
 from mcp_endpoint import asgi, sessions
 from mcp_endpoint.asgi import sse_app
 from mcp_endpoint.auth import authenticate
-from mcp_endpoint.rpc import Caller
+from mcp_endpoint.core import Caller
 from tests.mcp_endpoint.helpers import LATEST_LEGACY, make_key
 
 WAIT_SECONDS = 10

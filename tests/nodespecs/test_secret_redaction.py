@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from graphs.files import graph_import
 from graphs.models import Run
-from graphs.runs import workflow_call
+from graphs.runs import RunRequest, workflow_call
 from nodespecs.mcp_client import Connection
 from nodespecs.mcp_transports import _STDERR_KEEP_BYTES, StderrTail
 from nodespecs.models import Provider
@@ -104,7 +104,7 @@ def test_a_refresh_records_and_the_admin_shows_the_error_without_the_secret(leak
 def test_a_run_records_the_node_error_without_the_secret(leaky):
     _, phrases = leaky
 
-    outcome = workflow_call(name="call_leaky", arguments={})
+    outcome = workflow_call(RunRequest(name="call_leaky", arguments={}))
 
     run = Run.objects.get(pk=outcome.run_id)
     assert run.status == Run.Status.FAILED
@@ -121,7 +121,7 @@ def test_nothing_logged_holds_the_secret(leaky, caplog):
 
     with pytest.raises(ProviderRefreshError):
         provider_refresh(provider=provider)
-    workflow_call(name="call_leaky", arguments={})
+    workflow_call(RunRequest(name="call_leaky", arguments={}))
 
     records = [record.getMessage() for record in caplog.records]
     assert records, "nothing was logged, so nothing was checked"

@@ -4,7 +4,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from graphs.runs import WorkflowCallError, workflow_call
+from graphs.runs import RunRequest, WorkflowCallError, workflow_call
 
 
 class Command(BaseCommand):
@@ -28,7 +28,7 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(f"--args is not JSON: {exc}") from None
         try:
-            outcome = workflow_call(name=name, arguments=arguments, caller="manage.py")
+            outcome = workflow_call(RunRequest(name=name, arguments=arguments, caller="manage.py"))
         except WorkflowCallError as exc:
             raise CommandError(str(exc)) from None
         if not outcome.succeeded:

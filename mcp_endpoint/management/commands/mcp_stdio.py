@@ -1,5 +1,6 @@
 """`python manage.py mcp_stdio`: the MCP tools over stdio, for desktop clients."""
 
+import asyncio
 import logging
 import sys
 
@@ -14,6 +15,12 @@ class Command(BaseCommand):
     def handle(self, *args: object, **options: object) -> None:
         # stdout carries the protocol; logs go to stderr only.
         logging.getLogger().handlers = [logging.StreamHandler(sys.stderr)]
-        for line in serve(sys.stdin):
+
+        def write_line(line: str) -> None:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
+
+        async def read_line() -> str:
+            return await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+
+        asyncio.run(serve(read_line, write_line))

@@ -25,7 +25,7 @@ from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
 from graphs.control import RunNotFound, RunState, run_cancel, run_result, run_state
 from graphs.models import Run
 from graphs.runs import RunOutcome
-from mcp_endpoint import workflows
+from mcp_endpoint import workflow_answers
 from mcp_endpoint.errors import RpcError
 
 EXTENSION = "io.modelcontextprotocol/tasks"
@@ -115,7 +115,9 @@ def get(params: Any, capabilities: dict[str, Any], caller: str) -> dict[str, Any
     if task["status"] == "completed":
         result = run_result(state.run_id) if state.status == Run.Status.SUCCEEDED else None
         outcome = RunOutcome(state.run_id, state.status, result, state.error, state.error_node_id)
-        tool_result = workflows.outcome_result(state.workflow_name, state.output_schema, outcome)
+        tool_result = workflow_answers.outcome_result(
+            state.workflow_name, state.output_schema, outcome
+        )
         task["result"] = tool_result.model_dump(by_alias=True, exclude_none=True, mode="json")
     return task
 

@@ -1,14 +1,24 @@
-"""One JSON-RPC request, executed for a protocol version: parse, authorise, answer, serialise.
+"""The protocol core: one JSON-RPC request, executed for a protocol version.
 
-Shared by the HTTP transport (`protocol.py`) and stdio (`manage.py mcp_stdio`), so a request
-means the same thing whichever way it arrives.
+`execute` parses the request, checks the caller's scope, has `dispatch` answer it, and
+returns a `Reply`: the messages to send, in order, ending in exactly one final response. Most
+replies are complete at once; a workflow call's (workflow_calls.py) and a 2025 call that asks
+the client for input midway (client_requests.py) go on as their `messages()` are read. A
+request refused outright (unknown method, bad params, missing scope) raises `RpcError` instead,
+which the transport answers as a JSON-RPC error.
+
+Every transport goes through here the same way (docs/architecture.md): Streamable HTTP in both
+eras (streamable_http.py), the legacy SSE transport (sse.py), stdio (stdio.py) and the REST
+API (api.py). None of them decides anything about a call; the core never asks which one it
+serves.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Hashable
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from mcp import types
@@ -16,10 +26,13 @@ from mcp.types import methods
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from mcp_endpoint import dispatch, tasks
-from mcp_endpoint.calls import PendingCall
+from graphs.follow import Threads
+from mcp_endpoint import client_requests, dispatch, task_extension, workflow_calls
 from mcp_endpoint.dispatch import LOG_LEVELS, CallContext, RpcError
 from mcp_endpoint.interaction import LegacyInteraction
+from mcp_endpoint.workflow_calls import WorkflowCall
+
+Message = dict[str, Any]
 
 MODERN_VERSION = MODERN_PROTOCOL_VERSIONS[-1]
 LATEST_HANDSHAKE_VERSION = HANDSHAKE_PROTOCOL_VERSIONS[-1]
@@ -51,6 +64,60 @@ class Forbidden(RpcError):
     """The caller lacks the scope a method needs (HTTP 403)."""
 
 
+@dataclass
+class Reply:
+    """A request's answer: `notes` (notifications made while answering), then either the
+    result, known at once, or what `later` sends while the call goes on, its response last."""
+
+    request_id: Any
+    notes: list[Message] = field(default_factory=list)
+    # The serialised result of an answer complete at once (an `EncodedResult` keeps its JSON).
+    result: dict[str, Any] | None = None
+    # The rest of an answer still being worked out: its notifications, then its response.
+    later: Callable[[Threads], AsyncIterator[Message]] | None = None
+    # Sends messages before its response (progress, log): worth an event stream.
+    streams: bool = False
+    # Sends requests to the client and waits for its answers: only an event stream will do.
+    asks_client: bool = False
+
+    @property
+    def complete(self) -> bool:
+        return self.later is None
+
+    def response(self) -> Message:
+        """The final message of a complete answer."""
+        return {"jsonrpc": "2.0", "id": self.request_id, "result": self.result}
+
+    def response_body(self) -> bytes:
+        """The JSON of `response()`, reusing a cached result's JSON."""
+        if isinstance(self.result, EncodedResult):
+            # The same bytes as encoding the response, without encoding the result again.
+            return b'{"jsonrpc":"2.0","id":%s,"result":%s}' % (
+                encode_json(self.request_id),
+                self.result.encoded,
+            )
+        return encode_json(self.response())
+
+    async def messages(self, threads: Threads) -> AsyncIterator[Message]:
+        """Every message of the answer in order, the response last (`threads` takes the
+        blocking work of an answer still going on). Closing it early abandons the answer."""
+        for note in self.notes:
+            yield note
+        if self.later is None:
+            yield self.response()
+            return
+        async for message in self.later(threads):
+            yield message
+
+    async def final(self, threads: Threads) -> Message:
+        """The answer's response, for a client that takes one message (notifications
+        dropped)."""
+        response: Message = {}
+        async for message in self.messages(threads):
+            response = message
+        return response
+
+
 def params_problem(method: str, exc: ValidationError) -> str:
     """Name each bad field of a request's params and what is wrong with it."""
     problems = []
@@ -65,9 +132,10 @@ def context_for(
     version: str,
     params: Any,
     *,
+    request_id: Any = None,
+    session_id: str = "",
     session_log_level: str | None = None,
     session_capabilities: dict[str, Any] | None = None,
-    transport: str = "http",
 ) -> CallContext:
     """The call context: progress token, log level and client capabilities, from `_meta`
     (2026-07-28) or from the session (2025 revisions)."""
@@ -80,7 +148,8 @@ def context_for(
         progress_token=meta.get("progressToken"),
         log_level=level if level in LOG_LEVELS else None,
         client_capabilities=capabilities if isinstance(capabilities, dict) else {},
-        transport=transport,
+        session_id=session_id,
+        request_id=request_id,
     )
 
 
@@ -100,7 +169,7 @@ def discover_result() -> types.DiscoverResult:
     capabilities = dispatch.server_capabilities()
     # subscriptions/listen reports catalog changes in this era.
     capabilities.resources.list_changed = True
-    capabilities.extensions = {tasks.EXTENSION: {}}
+    capabilities.extensions = {task_extension.EXTENSION: {}}
     return types.DiscoverResult(
         supported_versions=list(MODERN_PROTOCOL_VERSIONS),
         capabilities=capabilities,
@@ -117,19 +186,20 @@ def execute(
     version: str,
     caller: Caller,
     context: CallContext,
-    on_set_level: Any = None,
-) -> dict[str, Any] | LegacyInteraction | PendingCall:
-    """Answer one request and return its result serialised for `version`.
+    on_set_level: Callable[[str], None] | None = None,
+) -> Reply:
+    """Answer one request (the id is `context.request_id`) for `version`.
 
-    Raises `RpcError` (unknown method, bad params, a failing method) or `Forbidden`. A call
-    that must ask the client for input on a 2025 session returns a `LegacyInteraction`; a
-    workflow call over HTTP, a `PendingCall` for the transport to drive.
+    Raises `RpcError` (unknown method, bad params, a failing method) or `Forbidden`.
     `on_set_level(level)` stores a `logging/setLevel` for the session, where there is one.
     """
-    if version in MODERN_PROTOCOL_VERSIONS and method in tasks.METHODS:
+    request_id = context.request_id
+    if version in MODERN_PROTOCOL_VERSIONS and method in task_extension.METHODS:
         _check_scope(method, caller)
-        answer = tasks.METHODS[method](params, context.client_capabilities, caller.identity)
-        return _modern_result(method, answer)
+        answer = task_extension.METHODS[method](
+            params, context.client_capabilities, caller.identity
+        )
+        return Reply(request_id, result=_modern_result(method, answer))
     try:
         request = methods.parse_client_request(method, version, params)
     except KeyError:
@@ -142,30 +212,43 @@ def execute(
     stamp = _static_stamp(method)
     memo = _STATIC_RESULTS.get(memo_key) if memo_key is not None else None
     if memo is not None and memo[0] == stamp:
-        return memo[1]
+        return Reply(request_id, result=memo[1])
     if method == "server/discover":
-        result: types.Result = discover_result()
+        result: types.Result | WorkflowCall | LegacyInteraction = discover_result()
     elif method == "logging/setLevel" and on_set_level is not None:
         on_set_level(request.params.level)
         result = types.EmptyResult()
     else:
         context.caller = caller.identity
         result = dispatch.call_method(request, context)
-
-    def serialize(final: types.Result) -> dict[str, Any]:
-        dumped = final.model_dump(by_alias=True, exclude_none=True, mode="json")
-        if version in MODERN_PROTOCOL_VERSIONS:
-            dumped = _modern_result(method, dumped)
-        return methods.serialize_server_result(method, version, dumped)
-
-    if isinstance(result, (LegacyInteraction, PendingCall)):
-        result.finish = serialize
-        return result
+    serialize = partial(_serialize, method, version)
+    notes = [{"jsonrpc": "2.0", **note} for note in context.notifications]
+    if isinstance(result, WorkflowCall):
+        result.serialize = serialize
+        return Reply(
+            request_id,
+            notes,
+            later=partial(workflow_calls.follow, result),
+            streams=bool(notes) or result.progress_token is not None,
+        )
+    if isinstance(result, LegacyInteraction):
+        asking = partial(
+            client_requests.ask, result.handler, request_id, context.session_id, serialize
+        )
+        return Reply(request_id, notes, later=asking, streams=True, asks_client=True)
     serialized = serialize(result)
     if memo_key is not None:
         serialized = EncodedResult(serialized)
         _STATIC_RESULTS[memo_key] = (stamp, serialized)
-    return serialized
+    return Reply(request_id, notes, result=serialized, streams=bool(notes))
+
+
+def _serialize(method: str, version: str, result: types.Result) -> dict[str, Any]:
+    """A method's result as `version` shapes it."""
+    dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+    if version in MODERN_PROTOCOL_VERSIONS:
+        dumped = _modern_result(method, dumped)
+    return methods.serialize_server_result(method, version, dumped)
 
 
 # Lists that change only with a stamp (tools: `dispatch.tools_generation()`) or never (prompts,

@@ -10,20 +10,16 @@ run id, so the agent can report or retry it.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jsonschema
 from django.conf import settings
 from mcp import types
 
-from graphs.control import run_cancel_request, workflow_invoke
+from graphs.control import run_cancel_request
 from graphs.models import Run
-from graphs.runs import RunOutcome, WorkflowCallError
+from graphs.runs import RunOutcome
 from graphs.toolset import WorkflowTool, workflow_tools
-
-if TYPE_CHECKING:
-    from mcp_endpoint.dispatch import CallContext
-
 
 RUN_ID_META = "io.switchyard/runId"
 
@@ -76,31 +72,6 @@ def structured_result(value: Any, output_schema: dict[str, Any] | None) -> dict[
     if isinstance(value, dict):
         return value
     return {"result": value}
-
-
-def call_workflow(
-    tool: WorkflowTool, arguments: dict[str, Any] | None, context: CallContext
-) -> types.CallToolResult:
-    """Run a workflow for a `tools/call` in this thread and answer with its result or its
-    failure (stdio; over HTTP `calls.py` drives the run from the event loop)."""
-    arguments = arguments if arguments is not None else {}
-
-    def progress(done: int, message: str) -> None:
-        context.progress(done, None, message)
-
-    try:
-        outcome = workflow_invoke(
-            name=tool.name,
-            arguments=arguments,
-            caller=context.caller,
-            session_id=context.session_id,
-            request_id=context.request_id,
-            version=(tool.version_id, tool.digest),
-            progress=progress,
-        )
-    except WorkflowCallError as exc:
-        return error_result(str(exc))
-    return outcome_result(tool.name, tool.output_schema, outcome)
 
 
 def still_going(name: str, run_id: int, status: str) -> types.CallToolResult:

@@ -25,21 +25,19 @@ from mcp import types
 from mcp.shared import inbound as envelope
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-from mcp_endpoint import dispatch, sessions, tasks, workflows
-from mcp_endpoint.calls import PendingCall
-from mcp_endpoint.dispatch import CallContext, RpcError
-from mcp_endpoint.interaction import LegacyInteraction
-from mcp_endpoint.rpc import (
+from mcp_endpoint import dispatch, sessions, task_extension, workflow_answers
+from mcp_endpoint.core import (
     MODERN_VERSION,
     Caller,
-    EncodedResult,
     Forbidden,
+    Reply,
     context_for,
     encode_json,
     execute,
     initialize_result,
     negotiate,
 )
+from mcp_endpoint.dispatch import RpcError
 
 SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = envelope.MCP_PROTOCOL_VERSION_HEADER
@@ -64,16 +62,14 @@ class Outbound:
     status: int
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
-    # Server-sent events: each a JSON-RPC message, sent in order, the response last.
-    events: list[dict[str, Any]] | None = None
+    # The core's answer to a request, still to be sent: as server-sent events, one per
+    # message, when `stream`; else its response alone, as the JSON body.
+    reply: Reply | None = None
+    stream: bool = False
     # A `subscriptions/listen` stream: the request id, and what the client asked to hear.
     listen: dict[str, Any] | None = None
-    # A 2025 call that asks the client for input on its event stream, driven by the view.
-    interaction: dict[str, Any] | None = None
     # A legacy HTTP+SSE stream (`GET /sse`) opened under this id (`mcp_endpoint/sse.py`).
     channel: str | None = None
-    # A workflow call whose run the HTTP layer drives (`mcp_endpoint/calls.py`).
-    pending: PendingCall | None = None
 
 
 def _json(status: int, message: Any, headers: dict[str, str] | None = None) -> Outbound:
@@ -81,7 +77,7 @@ def _json(status: int, message: Any, headers: dict[str, str] | None = None) -> O
 
 
 def message_reply(message: dict[str, Any], headers: dict[str, str]) -> Outbound:
-    """One JSON-RPC message as a 200 JSON body (a pending call's response)."""
+    """One JSON-RPC message as a 200 JSON body (the response of a reply that went on)."""
     return _json(200, message, headers)
 
 
@@ -111,28 +107,14 @@ def _accepts(headers: Mapping[str, str], media_type: str) -> bool:
     return False
 
 
-def _reply(
-    request_id: Any,
-    result: dict[str, Any] | PendingCall,
-    context: CallContext,
-    headers: Mapping[str, str],
-    extra_headers: dict[str, str],
-) -> Outbound:
-    if isinstance(result, PendingCall):
-        # Progress goes out as it happens when the client takes an event stream.
-        result.stream = _accepts(headers, SSE) and (
-            result.progress_token is not None or bool(result.events)
-        )
-        return Outbound(200, dict(extra_headers), pending=result)
-    response = {"jsonrpc": "2.0", "id": request_id, "result": result}
-    if context.notifications and _accepts(headers, SSE):
-        events = [{"jsonrpc": "2.0", **note} for note in context.notifications]
-        return Outbound(200, dict(extra_headers), events=[*events, response])
-    if isinstance(result, EncodedResult):
-        # The same bytes as encoding `response`, without encoding the result again.
-        body = b'{"jsonrpc":"2.0","id":%s,"result":%s}' % (encode_json(request_id), result.encoded)
-        return _encoded(200, body, extra_headers)
-    return _json(200, response, extra_headers)
+def _reply(reply: Reply, headers: Mapping[str, str], extra_headers: dict[str, str]) -> Outbound:
+    """The core's answer as the client takes it: an event stream when it sends messages
+    before its response and the client accepts one, else the response alone."""
+    if reply.streams and _accepts(headers, SSE):
+        return Outbound(200, dict(extra_headers), reply=reply, stream=True)
+    if reply.complete:
+        return _encoded(200, reply.response_body(), extra_headers)
+    return Outbound(200, dict(extra_headers), reply=reply)
 
 
 def json_body(inbound: Inbound) -> tuple[Any, Outbound | None]:
@@ -249,7 +231,7 @@ def _handle_modern(inbound: Inbound, message: Any) -> Outbound:
             if mismatch is not None:
                 return _modern_error(request_id, mismatch.code, mismatch.message, mismatch.data)
     method, params = message["method"], message.get("params")
-    if method in tasks.METHODS:
+    if method in task_extension.METHODS:
         named = params.get("taskId") if isinstance(params, dict) else None
         sent_name = inbound.headers.get("mcp-name")
         if sent_name is not None and sent_name != named:
@@ -262,7 +244,7 @@ def _handle_modern(inbound: Inbound, message: Any) -> Outbound:
         asked = (params or {}).get("notifications") if isinstance(params, dict) else None
         if isinstance(asked, dict) and asked.get("taskIds"):
             try:
-                tasks.require(route.client_capabilities, "Task notifications")
+                task_extension.require(route.client_capabilities, "Task notifications")
             except RpcError as exc:
                 return _modern_error(request_id, exc.code, exc.message, exc.data)
         if not _accepts(inbound.headers, SSE):
@@ -273,16 +255,15 @@ def _handle_modern(inbound: Inbound, message: Any) -> Outbound:
                 request_id=request_id,
             )
         return Outbound(200, listen={"id": request_id, "params": params})
-    context = context_for(MODERN_VERSION, params)
-    context.request_id = json.dumps(request_id)
+    context = context_for(MODERN_VERSION, params, request_id=request_id)
     try:
-        result = execute(
+        reply = execute(
             method, params, version=MODERN_VERSION, caller=inbound.caller, context=context
         )
     except RpcError as exc:
         status = 403 if isinstance(exc, Forbidden) else MODERN_ERROR_STATUS.get(exc.code, 200)
         return error_reply(status, exc.code, exc.message, request_id=request_id, data=exc.data)
-    return _reply(request_id, result, context, inbound.headers, {})
+    return _reply(reply, inbound.headers, {})
 
 
 def _notification(message: dict[str, Any], caller: Caller) -> Outbound:
@@ -291,7 +272,7 @@ def _notification(message: dict[str, Any], caller: Caller) -> Outbound:
             400, types.INVALID_REQUEST, "Invalid Request: a notification needs a method."
         )
     if message["method"] == "notifications/cancelled":
-        workflows.cancel_notification(message.get("params"), caller=caller.identity)
+        workflow_answers.cancel_notification(message.get("params"), caller=caller.identity)
     return Outbound(202)
 
 
@@ -365,7 +346,7 @@ def _handle_legacy(inbound: Inbound, message: Any) -> Outbound:
         if "id" in message and ("result" in message or "error" in message):
             sessions.reply_store(session.id, message)
         if message.get("method") == "notifications/cancelled":
-            workflows.cancel_notification(
+            workflow_answers.cancel_notification(
                 message.get("params"), caller=inbound.caller.identity, session_id=session.id
             )
         if message.get("method") == "notifications/initialized" and not session.initialized:
@@ -398,13 +379,13 @@ def _legacy_request(
     context = context_for(
         session.protocol_version,
         params,
+        request_id=request_id,
+        session_id=session.id,
         session_log_level=session.log_level,
         session_capabilities=session.client_capabilities,
     )
-    context.session_id = session.id
-    context.request_id = json.dumps(request_id)
     try:
-        result = execute(
+        reply = execute(
             method,
             params,
             version=session.protocol_version,
@@ -418,22 +399,15 @@ def _legacy_request(
         return error_reply(
             status, exc.code, exc.message, request_id=request_id, data=exc.data, headers=headers
         )
-    if isinstance(result, LegacyInteraction):
-        if not _accepts(inbound.headers, SSE):
-            return error_reply(
-                406,
-                types.INVALID_REQUEST,
-                f"{method} needs to ask the client for input midway, on an event stream: "
-                "accept text/event-stream.",
-                headers=headers,
-            )
-        return Outbound(
-            200,
-            headers,
-            events=[{"jsonrpc": "2.0", **note} for note in context.notifications],
-            interaction={"run": result, "id": request_id, "session": session.id},
+    if reply.asks_client and not _accepts(inbound.headers, SSE):
+        return error_reply(
+            406,
+            types.INVALID_REQUEST,
+            f"{method} needs to ask the client for input midway, on an event stream: "
+            "accept text/event-stream.",
+            headers=headers,
         )
-    return _reply(request_id, result, context, inbound.headers, headers)
+    return _reply(reply, inbound.headers, headers)
 
 
 def _initialize(inbound: Inbound, message: dict[str, Any]) -> Outbound:

@@ -1,0 +1,167 @@
+"""Following a workflow call from the caller's side, whichever way it executes.
+
+`run_follow(request, threads)` is the one place where a call becomes a run and is watched
+until it ends; every transport reaches it through the MCP core (mcp_endpoint/workflow_calls.py).
+It chooses once, by `EXECUTION_MODE`:
+
+- direct (the default): the run executes on a thread of `threads.run` in this process and
+  reports each node as it ends;
+- queued: the run is recorded and sent to the workers, then watched in the database, a short
+  look at a time (`control.run_check`) on `threads.short`.
+
+It yields `RunStarted` (with the run's id, and again when its status changes), a
+`NodeFinished` per finished node when the request asks for them, and ends with the run's
+`RunOutcome`. A call that cannot run raises `WorkflowCallError` and records nothing. A caller
+that stops listening early (it gave up waiting, or its client went away) stops the watching
+only: the run goes on, and ends in the history; cancelling it is the caller's decision
+(`control.run_cancel`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, TypeVar
+
+from django.conf import settings
+
+from graphs.control import POLL_FIRST_SECONDS, next_pause, run_check, run_enqueue, run_result_keep
+from graphs.models import Run
+from graphs.runs import RunOutcome, RunRequest, WorkflowCallError, workflow_call
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Blocking = Callable[[Callable[[], T]], Awaitable[T]]
+
+
+@dataclass(frozen=True)
+class Threads:
+    """Where blocking work goes: `short` for a query or two, `run` for a whole direct run
+    (which holds its thread while its nodes call out). The transport provides them."""
+
+    short: Blocking[Any]
+    run: Blocking[Any]
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    """The run is recorded (`queued` or `running`), or its status changed."""
+
+    run_id: int
+    status: str
+
+
+@dataclass(frozen=True)
+class NodeFinished:
+    """A node ended: the count of nodes ended so far, and which one and how."""
+
+    count: int
+    message: str
+
+
+RunEvent = RunStarted | NodeFinished | RunOutcome
+
+# What the run's side posts to the follower: an event, or why the call could not run.
+_Posted = RunEvent | WorkflowCallError
+
+
+async def run_follow(
+    request: RunRequest,
+    threads: Threads,
+    *,
+    report_nodes: bool = False,
+    keep_result: bool = False,
+) -> AsyncIterator[RunEvent]:
+    """The events of a call's run until its outcome (see the module docstring).
+
+    `report_nodes` asks for a `NodeFinished` per node (else a run does not wake the event
+    loop, nor query when queued, per node); `keep_result` keeps a direct run's whole result
+    where another process can fetch it later (`control.run_result`), for a caller that may
+    come back for it (an MCP task)."""
+    loop = asyncio.get_running_loop()
+    inbox: asyncio.Queue[_Posted] = asyncio.Queue()
+
+    def post(item: _Posted) -> None:
+        # Once the follower has gone the loop may be gone too; the history has the rest.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(inbox.put_nowait, item)
+
+    if settings.EXECUTION_MODE == "queued":
+        producer = asyncio.ensure_future(_queued(request, post, threads, report_nodes))
+    else:
+        direct = partial(_direct, request, post, report_nodes, keep_result)
+        producer = asyncio.ensure_future(threads.run(direct))
+    try:
+        while True:
+            item = await inbox.get()
+            if isinstance(item, WorkflowCallError):
+                raise item
+            yield item
+            if isinstance(item, RunOutcome):
+                return
+    finally:
+        if settings.EXECUTION_MODE == "queued":
+            producer.cancel()  # stop watching; the run goes on in its worker
+
+
+def _direct(
+    request: RunRequest,
+    post: Callable[[_Posted], None],
+    report_nodes: bool,
+    keep_result: bool,
+) -> None:
+    """Execute the run in this thread (direct mode), posting what happens."""
+
+    def progress(count: int, message: str) -> None:
+        post(NodeFinished(count, message))
+
+    try:
+        outcome = workflow_call(
+            request,
+            progress=progress if report_nodes else None,
+            started=lambda run_id: post(RunStarted(run_id, Run.Status.RUNNING)),
+        )
+    except WorkflowCallError as exc:
+        post(exc)
+        return
+    except Exception:
+        logger.exception("Workflow call of %s failed before its run ended", request.name)
+        post(WorkflowCallError(f"Workflow {request.name!r} failed on the server; it is logged."))
+        return
+    if keep_result and outcome.succeeded:
+        run_result_keep(outcome.run_id, outcome.result)
+    post(outcome)
+
+
+async def _queued(
+    request: RunRequest, post: Callable[[_Posted], None], threads: Threads, report_nodes: bool
+) -> None:
+    """Send the run to the workers (queued mode) and watch it until it ends."""
+    try:
+        run_id = await threads.short(partial(run_enqueue, request))
+    except WorkflowCallError as exc:
+        post(exc)
+        return
+    post(RunStarted(run_id, Run.Status.QUEUED))
+    reported, pause, status = 0, POLL_FIRST_SECONDS, Run.Status.QUEUED
+
+    def progress(count: int, message: str) -> None:
+        post(NodeFinished(count, message))
+
+    while True:
+        await asyncio.sleep(pause)
+        outcome, reported = await threads.short(
+            partial(run_check, run_id, reported, progress if report_nodes else None)
+        )
+        if outcome.status in Run.FINISHED:
+            post(outcome)
+            return
+        if outcome.status != status:
+            status = outcome.status
+            post(RunStarted(run_id, status))
+        pause = next_pause(pause)
