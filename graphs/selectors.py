@@ -1,9 +1,7 @@
 """Reads of the run history for the reviewer pages, each with its joins and columns chosen.
 
-The runs list pages by keyset: a cursor is the (created_at, id) of a row, and a page is the
-rows just before (older) or just after (newer) it in that order. Each filter has an index
-that starts with it and ends with (created_at, id) (see `Run.Meta.indexes`), so a page is a
-short range scan at row 5,000,000 as at row 1; nothing counts the table or skips by OFFSET.
+The runs list pages by keyset (graphs/keyset.py): nothing counts the table or skips by
+OFFSET, so a page costs the same at row 5,000,000 as at row 1.
 
 A run's node executions are paged the same way, by their index in the run (`run_steps`), and
 its path is read as the first and last execution of each node of its graph (`run_path`), so a
@@ -15,13 +13,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import Left
 
 from graphs.drawing import graph_edges
+from graphs.keyset import Cursor, RunPage, run_page
 from graphs.models import NodeExecution, Run, Workflow, WorkflowVersion
 
 RUNS_PER_PAGE = 50
@@ -34,31 +33,6 @@ RECENT_RUNS = 1000
 VERSIONS_SHOWN = 5
 ERROR_SUMMARY_CHARS = 200
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-
-
-@dataclass(frozen=True)
-class Cursor:
-    """A position in the runs list: the (created_at, id) of a row."""
-
-    created_at: datetime
-    id: int
-
-    @classmethod
-    def of(cls, run: Run) -> Cursor:
-        return cls(run.created_at, run.pk)
-
-    @classmethod
-    def parse(cls, token: str) -> Cursor:
-        """Read a token made by `token()`; raises ValueError when it is not one."""
-        micros, _, run_id = token.partition("-")
-        return cls(_EPOCH + int(micros) * _MICROSECOND, int(run_id))
-
-    def token(self) -> str:
-        """The cursor as a short URL-safe string: microseconds since the epoch, then the id."""
-        return f"{(self.created_at - _EPOCH) // _MICROSECOND}-{self.id}"
-
 
 @dataclass(frozen=True)
 class RunFilters:
@@ -70,15 +44,7 @@ class RunFilters:
     run_id: int | None = None
 
 
-@dataclass(frozen=True)
-class RunPage:
-    runs: list[Run]
-    # Cursors of the neighbouring pages; None where there is nothing more that way.
-    older: Cursor | None
-    newer: Cursor | None
-
-
-def _filtered(filters: RunFilters) -> QuerySet[Run]:
+def runs_filtered(filters: RunFilters) -> QuerySet[Run]:
     conditions = Q()
     if filters.run_id is not None:
         conditions &= Q(pk=filters.run_id)
@@ -95,21 +61,6 @@ def _filtered(filters: RunFilters) -> QuerySet[Run]:
     return Run.objects.filter(conditions)
 
 
-def _before(cursor: Cursor) -> Q:
-    # (created_at, id) < cursor, written so that `created_at <= c` bounds the index range
-    # scan and the rest only sorts out rows of the same instant; an OR of the two cases
-    # would make PostgreSQL scan every older row.
-    return Q(created_at__lte=cursor.created_at) & (
-        Q(created_at__lt=cursor.created_at) | Q(pk__lt=cursor.id)
-    )
-
-
-def _after(cursor: Cursor) -> Q:
-    return Q(created_at__gte=cursor.created_at) & (
-        Q(created_at__gt=cursor.created_at) | Q(pk__gt=cursor.id)
-    )
-
-
 def run_list(
     *,
     filters: RunFilters,
@@ -120,7 +71,7 @@ def run_list(
     """A page of runs, newest first: the newest, those older than `before`, or those newer
     than `after`. One query; each run has its version and a short `error_summary`."""
     runs = (
-        _filtered(filters)
+        runs_filtered(filters)
         .select_related("version")
         .only(
             "workflow_id",
@@ -136,23 +87,7 @@ def run_list(
         )
         .annotate(error_summary=Left("error", ERROR_SUMMARY_CHARS))
     )
-    if after is not None:
-        rows = list(runs.filter(_after(after)).order_by("created_at", "id")[: size + 1])
-        more_newer = len(rows) > size
-        rows = rows[:size][::-1]
-        return RunPage(
-            rows,
-            older=Cursor.of(rows[-1]) if rows else after,
-            newer=Cursor.of(rows[0]) if more_newer else None,
-        )
-    if before is not None:
-        runs = runs.filter(_before(before))
-    rows = list(runs.order_by("-created_at", "-id")[: size + 1])
-    return RunPage(
-        rows[:size],
-        older=Cursor.of(rows[size - 1]) if len(rows) > size else None,
-        newer=Cursor.of(rows[0]) if before is not None and rows else None,
-    )
+    return run_page(runs, before=before, after=after, size=size)
 
 
 def workflow_choices() -> list[tuple[int, str]]:
