@@ -17,8 +17,8 @@ template), without network or HTTP parsing; DEBUG=false. Pages:
 - run detail of a run with 200 node executions.
 
 The peer, measured alternately in the same run, is the Django admin's read-only Run pages
-(`graphs/admin.py`) on the same rows: its changelist with the same status filter (it cannot
-filter by workflow), the page at the same depth (`?p=`, OFFSET pagination, 100 a page), and
+(`graphs/admin_runs.py`) on the same rows: its changelist with the same status filter (it
+cannot filter by workflow), the page at the same depth (`?p=`, OFFSET pagination, 100 a page), and
 its change page of the same run (200 inline rows). Ratios are ours / admin in time (below 1:
 we are faster). Each page's query count is reported from one request. Target (issue 5):
 p95 under 200 ms for each of our pages.

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from django.urls import reverse
 
-from graphs.admin import editor_text
+from graphs.admin_forms import editor_text
 from graphs.engine import dump_yaml, load_yaml
 from graphs.models import Run, Workflow
 from graphs.pages.display import duration

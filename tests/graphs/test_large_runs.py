@@ -24,7 +24,8 @@ from django.db import connection, transaction
 from django.urls import reverse
 
 from graphs import selectors
-from graphs.admin import EXECUTIONS_PER_PAGE, editor_text
+from graphs.admin_forms import editor_text
+from graphs.admin_runs import EXECUTIONS_PER_PAGE
 from graphs.engine import NodeRecord
 from graphs.files import GraphFileError
 from graphs.history import COLUMNS, FLUSH_BYTES, FLUSH_ROWS, HistoryRecorder, write_rows

@@ -7,7 +7,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
-from graphs.admin import editor_text
+from graphs.admin_forms import editor_text
 from graphs.models import Workflow, WorkflowVersion
 from graphs.services import workflow_save
 from tests.graphs.conftest import FILES

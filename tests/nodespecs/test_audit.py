@@ -11,7 +11,7 @@ from django.contrib.auth.models import Permission
 from django.core.management import call_command
 from django.urls import reverse
 
-from graphs.admin import editor_text
+from graphs.admin_forms import editor_text
 from graphs.models import Workflow
 from mcp_endpoint.keys import api_key_create
 from mcp_endpoint.models import ApiKey

@@ -1,0 +1,142 @@
+"""The workflow admin, for workflow authors: edit a workflow's graph as YAML (the forms are
+`graphs.admin_forms`), see it drawn, test-run it, browse its versions, which are read-only;
+and workflow groups. Registered by `graphs.admin`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import admin, messages
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+
+from graphs.admin_display import DrawingMedia, drawing_html, yaml_html
+from graphs.admin_forms import TestRunForm, WorkflowForm
+from graphs.drawing import draw_graph
+from graphs.models import Workflow, WorkflowVersion
+from graphs.runs import RunRequest, WorkflowCallError, workflow_call
+from graphs.services import workflow_save
+from nodespecs.admin_audit import AuditedAdmin, admin_user
+
+
+class VersionInline(admin.TabularInline):
+    model = WorkflowVersion
+    fields = ("number", "created_at", "author_name", "comment", "digest")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class WorkflowAdmin(AuditedAdmin):
+    form = WorkflowForm
+    list_display = ("name", "group", "enabled", "current_version", "updated_at")
+    list_filter = ("enabled", "group")
+    search_fields = ("name", "description")
+    readonly_fields = ("drawing", "current_version")
+    fields = (
+        "name",
+        "group",
+        "enabled",
+        "retry_on_worker_loss",
+        "graph",
+        "drawing",
+        "current_version",
+    )
+    inlines = [VersionInline]
+    change_form_template = "admin/graphs/workflow/change_form.html"
+    Media = DrawingMedia
+
+    @admin.display(description="Graph")
+    def drawing(self, workflow: Workflow) -> str:
+        return drawing_html(draw_graph(workflow.nodes))
+
+    def save_model(self, request: HttpRequest, obj: Workflow, form: Any, change: bool) -> None:
+        workflow_save(workflow=obj, author=admin_user(request), comment="Edited in the admin")
+
+    def get_urls(self) -> list[Any]:
+        return [
+            path(
+                "<int:workflow_id>/test-run/",
+                self.admin_site.admin_view(self.test_run_view),
+                name="graphs_workflow_test_run",
+            ),
+            *super().get_urls(),
+        ]
+
+    def test_run_view(self, request: HttpRequest, workflow_id: int) -> HttpResponse:
+        """Run the workflow with sample arguments; the run's history page shows what it did."""
+        workflow = get_object_or_404(Workflow, pk=workflow_id)
+        if not self.has_change_permission(request, workflow):
+            return HttpResponseRedirect(reverse("admin:index"))
+        form = TestRunForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                outcome = workflow_call(
+                    RunRequest(
+                        name=workflow.name,
+                        arguments=form.cleaned_data["arguments"],
+                        caller=f"admin test run by {request.user.get_username()}",
+                    )
+                )
+            except WorkflowCallError as exc:
+                form.add_error("arguments", str(exc))
+            else:
+                level = messages.SUCCESS if outcome.succeeded else messages.ERROR
+                self.message_user(request, f"Run {outcome.run_id} {outcome.status}.", level)
+                return HttpResponseRedirect(
+                    reverse("admin:graphs_run_change", args=[outcome.run_id])
+                )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Test run of {workflow.name}",
+            "workflow": workflow,
+            "form": form,
+            "opts": self.model._meta,
+            "input_schema": json.dumps(workflow.input_schema, indent=2),
+        }
+        return TemplateResponse(request, "admin/graphs/workflow/test_run.html", context)
+
+
+class WorkflowGroupAdmin(admin.ModelAdmin):
+    list_display = ("name", "title", "version")
+    search_fields = ("name", "title")
+
+
+class WorkflowVersionAdmin(admin.ModelAdmin):
+    list_display = ("workflow", "number", "created_at", "author_name", "comment")
+    list_select_related = ("workflow",)
+    readonly_fields = (
+        "workflow",
+        "number",
+        "drawing",
+        "definition_yaml",
+        "limits",
+        "servers",
+        "digest",
+        "author_name",
+        "comment",
+        "created_at",
+    )
+    fields = readonly_fields
+    Media = DrawingMedia
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="Graph")
+    def drawing(self, version: WorkflowVersion) -> str:
+        return drawing_html(draw_graph(version.definition.get("nodes", [])))
+
+    @admin.display(description="Definition")
+    def definition_yaml(self, version: WorkflowVersion) -> str:
+        return yaml_html(version.definition)
