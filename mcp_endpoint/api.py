@@ -26,7 +26,6 @@ from ninja.errors import HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from pydantic import Field
 
-from graphs.control import RunNotFound, run_cancel
 from mcp_endpoint import dispatch
 from mcp_endpoint.auth import Refusal, admit
 from mcp_endpoint.rpc import LATEST_HANDSHAKE_VERSION, Caller
@@ -76,14 +75,6 @@ class PublicHealthOut(Schema):
     """The keyless liveness answer for load balancers."""
 
     status: str = Field(description="ok, or unavailable (with HTTP 503).")
-
-
-class CancelOut(Schema):
-    """What became of a cancel request: the run's status and a message saying why."""
-
-    run_id: int
-    status: str
-    message: str
 
 
 # Refusals a keyed route can answer before it does anything: no or a bad key (401), a key
@@ -282,30 +273,6 @@ def tool_detail(request: HttpRequest, tool_name: str) -> dict[str, Any]:
     }
 
 
-@api.post(
-    "/runs/{run_id}/cancel",
-    tags=["runs"],
-    summary="Cancel a workflow run started with your key (scope tools:execute)",
-    response=responses(CancelOut, *KEYED, 404, INVALID),
-)
-def cancel_run(request: HttpRequest, run_id: int) -> dict[str, Any]:
-    caller = _caller(request, "tools:execute")
-    try:
-        cancellation = run_cancel(
-            run_id=run_id,
-            reason=f"Cancelled through the REST API by {caller.identity}.",
-            caller=caller.identity,
-        )
-    except RunNotFound as exc:
-        message = f"{exc} Runs can be cancelled only by the key that started them."
-        raise ApiRefusal(404, message) from None
-    return {
-        "run_id": cancellation.run_id,
-        "status": cancellation.status,
-        "message": cancellation.message,
-    }
-
-
 def _database_ok() -> str | None:
     try:
         with connection.cursor() as cursor:
@@ -349,3 +316,6 @@ def public_health(request: HttpRequest) -> HttpResponse:
         {"status": "ok" if error is None else "unavailable"},
         status=200 if error is None else 503,
     )
+
+
+api.add_router("", "mcp_endpoint.api_runs.router")  # last: it imports from here

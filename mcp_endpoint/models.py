@@ -13,6 +13,7 @@ class Scope(models.TextChoices):
     TOOLS_READ = "tools:read", "List tools, prompts and completions"
     TOOLS_EXECUTE = "tools:execute", "Call tools"
     RESOURCES_READ = "resources:read", "List and read resources"
+    RUNS_READ = "runs:read", "Read every workflow run and its node executions"
     HEALTH_CHECK = "health:check", "Read the health endpoint"
 
 
