@@ -1,6 +1,6 @@
 """How each kind of downstream MCP server is reached, and what its transport saw.
 
-Used by `nodespecs.mcp_client` only. A transport here is the SDK's own
+Used by `nodespecs.mcp_pool` only. A transport here is the SDK's own
 (`streamable_http_client`, `sse_client`), or for stdio ours (`nodespecs.mcp_stdio`, which reads
 long lines in linear time), wrapped so that a failure can be explained
 (`nodespecs.mcp_errors.explain`): a stdio server's stderr is kept (the last few KiB) and its
@@ -43,7 +43,7 @@ from nodespecs.process_rights import command_refusal
 from nodespecs.secrets import redact
 
 if TYPE_CHECKING:
-    from nodespecs.mcp_client import Connection
+    from nodespecs.mcp_connection import Connection
 
 logger = logging.getLogger("nodespecs.mcp_client")
 
