@@ -1,23 +1,19 @@
-"""The runs routes of the REST API: GET /api/v1/runs (keyset pages of every run, filtered)
-and GET /api/v1/runs/{id} (a run and keyset pages of its node executions), scope runs:read."""
+"""The runs list of the REST API: GET /api/v1/runs, keyset pages of every run, filtered, for
+the scope runs:read; and who may read runs at all (both routes)."""
 
 from __future__ import annotations
 
 import io
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
-import jsonschema
 import pytest
 from django.core.management import call_command
-from django.test import Client
 
-from graphs.models import NodeExecution, Run, Workflow
+from graphs.models import Run
 from mcp_endpoint.models import ApiKey, Scope
 from tests.graphs.conftest import import_file
 from tests.mcp_endpoint.helpers import auth_headers, make_key
-
-RUNS = "/api/v1/runs"
-T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+from tests.mcp_endpoint.runs_helpers import RUNS, T0, add_run, assert_documented, ids, refusal
 
 
 @pytest.fixture
@@ -29,64 +25,6 @@ def loops(db):
 @pytest.fixture
 def headers(db) -> dict[str, str]:
     return auth_headers(make_key(scopes=["runs:read"]))
-
-
-def add_run(workflow: str = "classify", *, at: datetime = T0, executions: int = 0, **fields):
-    """A run written directly, with `executions` node executions whose outputs are
-    {"step": index}."""
-    row = Workflow.objects.get(name=workflow)
-    fields.setdefault("status", Run.Status.SUCCEEDED)
-    fields.setdefault("node_count", executions)
-    run = Run.objects.create(
-        workflow=row,
-        version=row.current_version,
-        workflow_name=workflow,
-        created_at=at,
-        started_at=at,
-        **fields,
-    )
-    NodeExecution.objects.bulk_create(
-        NodeExecution(
-            run=run,
-            index=index,
-            node_id=f"node_{index}",
-            node_type="transform",
-            status="succeeded",
-            output={"step": index},
-            started_at=at + timedelta(milliseconds=index),
-            duration_ms=2.5,
-        )
-        for index in range(executions)
-    )
-    return run
-
-
-def assert_documented(response, path: str) -> None:
-    """The body matches the schema the OpenAPI document gives for the route and status
-    (schemathesis checks the routes against it too, but with no runs stored)."""
-    openapi = client_schema()
-    documented = openapi["paths"][path]["get"]["responses"][str(response.status_code)]
-    schema = documented["content"]["application/json"]["schema"]
-    jsonschema.Draft202012Validator({**schema, "components": openapi["components"]}).validate(
-        response.json()
-    )
-
-
-def client_schema() -> dict:
-    return Client().get("/api/v1/openapi.json").json()
-
-
-def ids(response) -> list[int]:
-    assert response.status_code == 200, response.content
-    return [run["id"] for run in response.json()["runs"]]
-
-
-def refusal(response, status: int) -> str:
-    assert response.status_code == status, response.content
-    return response.json()["error"]
-
-
-# ------------------------------------------------------------------------------ the list
 
 
 def test_the_list_serves_every_field_of_a_run_newest_first(client, loops, headers):
@@ -326,148 +264,6 @@ def test_a_page_of_every_kind_of_run_matches_the_published_schema(client, loops,
     assert len(ids(response)) == len(Run.Status.values) + 1
     assert_documented(response, RUNS)
     assert_documented(client.get(RUNS, {"status": "nonsense"}, headers=headers), RUNS)
-
-
-# ------------------------------------------------------------------------------- one run
-
-
-def test_a_run_is_served_with_its_node_executions_in_order(client, loops, headers):
-    run = add_run(arguments={"n": 2}, executions=3, result={"sum": 3})
-
-    response = client.get(f"{RUNS}/{run.pk}", headers=headers)
-
-    assert response.status_code == 200, response.content
-    body = response.json()
-    assert body["run"]["id"] == run.pk
-    assert body["run"]["result"] == {"sum": 3}
-    assert body["next_cursor"] is None
-    first, second, third = body["node_executions"]
-    assert [e["index"] for e in body["node_executions"]] == [0, 1, 2]
-    assert first == {
-        "index": 0,
-        "node_id": "node_0",
-        "node_type": "transform",
-        "iteration": 1,
-        "status": "succeeded",
-        "input": {"n": 2},  # the run's arguments
-        "detail": None,
-        "output": {"step": 0},
-        "error": None,
-        "attempts": 1,
-        "truncated": False,
-        "started_at": "2026-11-01T12:00:00Z",
-        "finished_at": "2026-11-01T12:00:00.002Z",
-        "duration_ms": 2.5,
-    }
-    assert second["input"] == {"step": 0}  # the previous execution's output
-    assert third["started_at"] == "2026-11-01T12:00:00.002Z"
-
-
-def test_node_executions_page_by_cursor_without_gaps_or_repeats(
-    client, loops, headers, django_assert_max_num_queries
-):
-    run = add_run(arguments={"n": 7}, executions=7)
-    client.get(RUNS, headers=headers)  # the key is looked up once, then remembered
-
-    executions, cursor, pages = [], None, 0
-    while True:
-        query = {"limit": 3, **({"cursor": cursor} if cursor else {})}
-        with django_assert_max_num_queries(2):
-            response = client.get(f"{RUNS}/{run.pk}", query, headers=headers)
-        assert response.status_code == 200, response.content
-        body = response.json()
-        assert body["run"]["id"] == run.pk
-        executions += body["node_executions"]
-        pages += 1
-        cursor = body["next_cursor"]
-        if cursor is None:
-            break
-
-    assert pages == 3
-    assert [e["index"] for e in executions] == list(range(7))
-    # A page's first input is the output of the previous page's last execution.
-    assert [e["input"] for e in executions] == [{"n": 7}] + [{"step": i} for i in range(6)]
-
-
-def test_a_run_still_going_hands_out_a_cursor_for_the_executions_to_come(client, loops, headers):
-    run = add_run(status=Run.Status.RUNNING, executions=2)
-
-    body = client.get(f"{RUNS}/{run.pk}", headers=headers).json()
-    assert [e["index"] for e in body["node_executions"]] == [0, 1]
-    assert body["next_cursor"] is not None
-
-    # Nothing new yet: an empty page, and the same place to ask again.
-    again = client.get(f"{RUNS}/{run.pk}", {"cursor": body["next_cursor"]}, headers=headers)
-    assert again.json()["node_executions"] == []
-    assert again.json()["next_cursor"] == body["next_cursor"]
-
-    NodeExecution.objects.create(
-        run=run,
-        index=2,
-        node_id="exit",
-        node_type="exit",
-        status="succeeded",
-        output={"done": True},
-        started_at=T0,
-        duration_ms=1.0,
-    )
-    Run.objects.filter(pk=run.pk).update(status=Run.Status.SUCCEEDED)
-    later = client.get(f"{RUNS}/{run.pk}", {"cursor": body["next_cursor"]}, headers=headers)
-    assert [(e["index"], e["input"]) for e in later.json()["node_executions"]] == [(2, {"step": 1})]
-    assert later.json()["next_cursor"] is None
-
-
-def test_a_run_page_refuses_a_cursor_it_did_not_hand_out(client, loops, headers):
-    run = add_run(executions=3)
-    list_cursor = "1793620800000000-42"
-
-    for bad in (list_cursor, "garbage", "", "1000000000", "-1", "1.5"):
-        response = client.get(f"{RUNS}/{run.pk}", {"cursor": bad}, headers=headers)
-        message = refusal(response, 400)
-        assert "Invalid cursor" in message
-        assert "next_cursor" in message
-
-
-def test_a_run_page_refuses_a_limit_out_of_bounds(client, loops, headers):
-    run = add_run(executions=1)
-
-    message = refusal(client.get(f"{RUNS}/{run.pk}", {"limit": 500}, headers=headers), 422)
-
-    assert message.startswith("Invalid request: limit:")
-
-
-def test_an_unknown_run_is_404_saying_so(client, loops, headers):
-    response = client.get(f"{RUNS}/987654", headers=headers)
-
-    assert "No run 987654" in refusal(response, 404)
-    assert_documented(response, f"{RUNS}/{{run_id}}")
-
-
-def test_a_run_page_of_every_kind_of_execution_matches_the_published_schema(client, loops, headers):
-    run = add_run(status=Run.Status.RUNNING, executions=2)
-    for index, status in enumerate(NodeExecution.Status.values, start=2):
-        NodeExecution.objects.create(
-            run=run,
-            index=index,
-            node_id="call",
-            node_type="mcp",
-            iteration=index,
-            status=status,
-            detail={"tool": "list"},
-            output=None if status != "succeeded" else "text",
-            error="Timed out." if status == "failed" else "",
-            truncated=True,
-            started_at=T0,
-            duration_ms=None if status == "running" else 4.0,
-        )
-
-    response = client.get(f"{RUNS}/{run.pk}", headers=headers)
-
-    assert [e["status"] for e in response.json()["node_executions"]][2:] == (
-        NodeExecution.Status.values
-    )
-    assert response.json()["node_executions"][2]["finished_at"] is None  # still running
-    assert_documented(response, f"{RUNS}/{{run_id}}")
 
 
 # -------------------------------------------------------------------------------- access
