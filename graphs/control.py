@@ -123,9 +123,13 @@ def run_result(run_id: int) -> Any:
     if kept is not None:
         return kept["result"]
     if settings.EXECUTION_MODE == "queued":
-        returned = run_queued.AsyncResult(task_id_of(run_id)).get(
-            timeout=_RESULT_FETCH_SECONDS, propagate=False
-        )
+        try:
+            returned = run_queued.AsyncResult(task_id_of(run_id)).get(
+                timeout=_RESULT_FETCH_SECONDS, propagate=False
+            )
+        except Exception:  # the result backend is down, or lost it: the history has a copy
+            logger.warning("Run %s: no result from the result backend", run_id, exc_info=True)
+            returned = None
         if isinstance(returned, dict) and "result" in returned:
             return returned["result"]
     return Run.objects.values_list("result", flat=True).get(pk=run_id)

@@ -155,13 +155,19 @@ async def _queued(
 
     while True:
         await asyncio.sleep(pause)
-        outcome, reported = await threads.short(
-            partial(run_check, run_id, reported, progress if report_nodes else None)
-        )
+        pause = next_pause(pause)
+        try:
+            outcome, reported = await threads.short(
+                partial(run_check, run_id, reported, progress if report_nodes else None)
+            )
+        except Exception:
+            # The run goes on in its worker whatever befell this look (the database was
+            # unreachable for a moment): look again, until the follower gives up.
+            logger.exception("Looking at queued run %s failed; looking again", run_id)
+            continue
         if outcome.status in Run.FINISHED:
             post(outcome)
             return
         if outcome.status != status:
             status = outcome.status
             post(RunStarted(run_id, status))
-        pause = next_pause(pause)

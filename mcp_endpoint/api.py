@@ -15,12 +15,12 @@ import time
 import uuid
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from mcp import types
-from mcp.types import methods
 from ninja import NinjaAPI, Schema
 from ninja.errors import HttpError
 from ninja.errors import ValidationError as NinjaValidationError
@@ -28,8 +28,12 @@ from pydantic import Field
 
 from mcp_endpoint import dispatch
 from mcp_endpoint.auth import Refusal, admit
-from mcp_endpoint.rpc import LATEST_HANDSHAKE_VERSION, Caller
+from mcp_endpoint.core import LATEST_HANDSHAKE_VERSION, Caller, context_for, execute
+from mcp_endpoint.errors import RpcError
+from mcp_endpoint.models import Scope
 from mcp_endpoint.tools import TOOLS
+from mcp_endpoint.transport import REQUEST_THREADS
+from mcp_endpoint.workflow_answers import RUN_ID_META
 
 api = NinjaAPI(
     title="Switchyard REST API",
@@ -172,15 +176,25 @@ def _internal_only(request: HttpRequest) -> None:
     )
 
 
-def _tool_summary(name: str) -> dict[str, Any]:
-    tool = TOOLS[name]
+def _tool_summaries() -> list[dict[str, Any]]:
+    """Every tool a key may call, in tools/list order: the knowledge tools, then the
+    workflows (category "graph")."""
+    return [_tool_summary(tool) for tool in dispatch.tool_list()]
+
+
+def _tool_summary(tool: types.Tool) -> dict[str, Any]:
+    knowledge = tool.name in TOOLS
     return {
         "name": tool.name,
         "description": tool.description,
-        "parameters": tool.input_schema(),
-        "category": "workflow",
-        "tags": ["nodes", "workflow", name.split("_")[0]],
+        "parameters": tool.input_schema,
+        "category": "workflow" if knowledge else "graph",
+        "tags": ["nodes", "workflow", tool.name.split("_")[0]] if knowledge else ["graph"],
     }
+
+
+# Internal services are trusted with every scope; their runs are recorded as theirs.
+INTERNAL_CALLER = Caller("internal", frozenset(Scope.values))
 
 
 class InvokeRequest(Schema):
@@ -188,16 +202,26 @@ class InvokeRequest(Schema):
     arguments: dict[str, Any] = Field(default_factory=dict, description="The tool's arguments.")
 
 
-def _invoke(body: InvokeRequest) -> tuple[dict[str, Any], float]:
+def _invoke(body: InvokeRequest, caller: Caller, request_id: str) -> tuple[dict[str, Any], float]:
+    """Call a tool through the protocol core, as a 2025 client would, and wait for its
+    response: the result (a workflow's run id as `_run_id`) and the milliseconds it took."""
     start = time.perf_counter()
-    result = dispatch.call_tool(
-        types.CallToolRequestParams(name=body.name, arguments=body.arguments),
-        dispatch.CallContext(protocol_version="rest"),
-    )
-    elapsed = round((time.perf_counter() - start) * 1000, 2)
-    # The seed's response shape is the 2025 result, without the 2026 `resultType`.
-    dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
-    return methods.serialize_server_result("tools/call", LATEST_HANDSHAKE_VERSION, dumped), elapsed
+    params = {"name": body.name, "arguments": body.arguments}
+    context = context_for(LATEST_HANDSHAKE_VERSION, params, request_id=request_id)
+    try:
+        reply = execute(
+            "tools/call", params, version=LATEST_HANDSHAKE_VERSION, caller=caller, context=context
+        )
+        message = async_to_sync(reply.final)(REQUEST_THREADS)
+    except RpcError as exc:
+        raise ApiRefusal(422, exc.message) from None
+    if "error" in message:
+        raise ApiRefusal(422, message["error"]["message"])
+    result = message["result"]
+    run_id = (result.get("_meta") or {}).get(RUN_ID_META)
+    if run_id is not None:
+        result["_run_id"] = run_id
+    return result, round((time.perf_counter() - start) * 1000, 2)
 
 
 @api.get(
@@ -208,7 +232,7 @@ def _invoke(body: InvokeRequest) -> tuple[dict[str, Any], float]:
 )
 def tools_internal(request: HttpRequest) -> dict[str, Any]:
     _internal_only(request)
-    return {"tools": [_tool_summary(name) for name in TOOLS]}
+    return {"tools": _tool_summaries()}
 
 
 @api.post(
@@ -219,7 +243,7 @@ def tools_internal(request: HttpRequest) -> dict[str, Any]:
 )
 def invoke_internal(request: HttpRequest, body: InvokeRequest) -> dict[str, Any]:
     _internal_only(request)
-    result, _ = _invoke(body)
+    result, _ = _invoke(body, INTERNAL_CALLER, str(uuid.uuid4()))
     return result
 
 
@@ -231,7 +255,7 @@ def invoke_internal(request: HttpRequest, body: InvokeRequest) -> dict[str, Any]
 )
 def list_tools(request: HttpRequest) -> dict[str, Any]:
     _caller(request, "tools:read")
-    tools = [_tool_summary(name) for name in TOOLS]
+    tools = _tool_summaries()
     return {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "result": {"tools": tools}}
 
 
@@ -242,9 +266,9 @@ def list_tools(request: HttpRequest) -> dict[str, Any]:
     response=responses(dict[str, Any], *KEYED, *INVALID_BODY),
 )
 def invoke(request: HttpRequest, body: InvokeRequest) -> dict[str, Any]:
-    _caller(request, "tools:execute")
+    caller = _caller(request, "tools:execute")
     request_id = str(uuid.uuid4())
-    result, elapsed = _invoke(body)
+    result, elapsed = _invoke(body, caller, request_id)
     result.update(
         {"_tool_name": body.name, "_execution_time_ms": elapsed, "_request_id": request_id}
     )
@@ -260,14 +284,15 @@ def invoke(request: HttpRequest, body: InvokeRequest) -> dict[str, Any]:
 def tool_detail(request: HttpRequest, tool_name: str) -> dict[str, Any]:
     start = time.perf_counter()
     _caller(request, "tools:read")
-    if tool_name not in TOOLS:
-        raise ApiRefusal(404, f"No tool {tool_name!r}; available: {', '.join(TOOLS)}.")
+    tools = {tool.name: tool for tool in dispatch.tool_list()}
+    if tool_name not in tools:
+        raise ApiRefusal(404, f"No tool {tool_name!r}; available: {', '.join(tools)}.")
     return {
-        **_tool_summary(tool_name),
+        **_tool_summary(tools[tool_name]),
         "version": dispatch.SERVER_VERSION,
         "available": True,
         "workflow_guidance": WORKFLOW_GUIDANCE,
-        "usage_examples": USAGE_EXAMPLES[tool_name],
+        "usage_examples": USAGE_EXAMPLES.get(tool_name, []),
         "processing_time_ms": round((time.perf_counter() - start) * 1000, 2),
         "request_id": str(uuid.uuid4()),
     }
