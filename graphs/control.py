@@ -23,8 +23,8 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from graphs import liveness
-from graphs.history import Progress
 from graphs.models import NodeExecution, Run
+from graphs.recorder import Progress
 from graphs.runs import RunOutcome, RunRequest, run_create
 from graphs.tasks import run_queued, run_send, task_id_of
 

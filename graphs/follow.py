@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
@@ -76,7 +76,7 @@ async def run_follow(
     *,
     report_nodes: bool = False,
     keep_result: bool = False,
-) -> AsyncIterator[RunEvent]:
+) -> AsyncGenerator[RunEvent, None]:
     """The events of a call's run until its outcome (see the module docstring).
 
     `report_nodes` asks for a `NodeFinished` per node (else a run does not wake the event

@@ -23,9 +23,9 @@ from django.db import connection, transaction
 from django.db.models import F, JSONField, Max
 
 from graphs.files import graph_import
-from graphs.history import copy_rows, write_rows
 from graphs.history_seed_shapes import GRAPH_FILE, WORKFLOWS, Shape, build_shapes, to_json
 from graphs.models import Run, Workflow
+from graphs.recorder import copy_rows, write_rows
 from nodespecs.audit import caller_command
 
 RUN_COLUMNS = (
@@ -171,7 +171,7 @@ def _rows(
     rng: random.Random,
     running: bool,
 ) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]:
-    """A run's row (RUN_COLUMNS) and its node executions' (graphs.history.COLUMNS), with
+    """A run's row (RUN_COLUMNS) and its node executions' (graphs.recorder.COLUMNS), with
     times of their own. A running run stops at its last mcp node, still running."""
     nodes = list(shape.nodes)
     if running:

@@ -2,7 +2,7 @@
 
 A `Workflow` is what authors edit; every change to it is frozen into a `WorkflowVersion`, and
 a `Run` points at the version it ran, so history always shows the graph that actually ran.
-`Run` and `NodeExecution` rows are written as the run happens (graphs/history.py), so a crash
+`Run` and `NodeExecution` rows are written as the run happens (graphs/recorder.py), so a crash
 leaves the history up to the crash.
 """
 

@@ -31,10 +31,10 @@ from graphs.engine import (
     parse_tool,
 )
 from graphs.engine.regex import RegexNotSupported
-from graphs.history import HistoryRecorder, Progress, reconnecting
 from graphs.limits import ceiling_explained, limits_for_run
 from graphs.models import Run, Workflow, WorkflowVersion
 from graphs.payloads import mask_secrets, storable
+from graphs.recorder import HistoryRecorder, Progress, reconnecting
 from graphs.services import limits_from_mapping
 from nodespecs import mcp_client
 from nodespecs.models import Provider

@@ -11,7 +11,7 @@ from django.http import HttpRequest
 
 from mcp_endpoint.keys import api_key_create, api_key_revoke
 from mcp_endpoint.models import ApiKey, Scope
-from nodespecs.admin_audit import AuditedAdmin
+from nodespecs.admin_audit import AuditedAdmin, admin_user
 from nodespecs.audit import Action, actor_user, audit_record
 
 
@@ -52,7 +52,7 @@ class ApiKeyAdmin(AuditedAdmin):
         key, secret = api_key_create(
             name=obj.name,
             scopes=form.cleaned_data["scopes"],
-            owner=obj.owner or request.user,
+            owner=obj.owner or admin_user(request),
             expires_at=obj.expires_at,
             rate_limit_per_minute=obj.rate_limit_per_minute,
         )
@@ -67,5 +67,5 @@ class ApiKeyAdmin(AuditedAdmin):
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         for key in queryset:
             api_key_revoke(key=key)
-            audit_record(actor=actor_user(request.user), action=Action.REVOKED, target=key)
+            audit_record(actor=actor_user(admin_user(request)), action=Action.REVOKED, target=key)
         self.message_user(request, f"Revoked {queryset.count()} key(s).", messages.SUCCESS)

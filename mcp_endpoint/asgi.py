@@ -64,9 +64,7 @@ INLINE_BODY_BYTES = 4096
 _TOOL_NAME = re.compile(rb'"name"\s*:\s*"([^"]*)"')
 
 
-def _work(
-    arguments: dict[str, Any], handler: Callable[..., Result] = transport.handle_request
-) -> Result:
+def _work(arguments: dict[str, Any], handler: Callable[..., Result]) -> Result:
     now = time.monotonic()
     if now - getattr(_local, "recycled_at", 0.0) > _RECYCLE_SECONDS:
         close_old_connections()
@@ -127,7 +125,7 @@ async def _run(
     *,
     headers: dict[str, str],
     body: bytes | None,
-    handler: Callable[..., Result] = transport.handle_request,
+    handler: Callable[..., Result],
 ) -> Result:
     """Call `handler(**arguments)`: in the event loop when it will make no query (the common
     case, a known key and fresh catalog, is pure computation: a thread hop would cost more
@@ -145,9 +143,11 @@ def _in_loop(
     handler: Callable[..., Result],
 ) -> Result | None:
     """The answer, when it can be made without a query and at a small fixed cost; else None."""
-    if not _fixed_cost(arguments.get("body"), body) or not transport.answers_without_database(
-        headers, body
-    ):
+    if not _fixed_cost(arguments.get("body"), body):
+        return None
+    # A legacy SSE message (`sse.answer`) is always a POST.
+    method = arguments.get("method", "POST")
+    if not transport.answers_without_database(method, headers, body):
         return None
     try:
         return handler(**arguments)
@@ -188,7 +188,12 @@ def _threads() -> Threads:
 async def mcp_app(scope: Scope, receive: Receive, send: Send) -> None:
     """Serve one HTTP request to `/mcp`."""
     arguments = await _request(scope, receive)
-    outbound = await _run(arguments, headers=arguments["headers"], body=arguments["body"])
+    outbound: streamable_http.Outbound = await _run(
+        arguments,
+        headers=arguments["headers"],
+        body=arguments["body"],
+        handler=transport.handle_request,
+    )
     threads = None
     if outbound.reply is not None:
         threads = _threads()
@@ -204,18 +209,22 @@ async def sse_app(scope: Scope, receive: Receive, send: Send) -> None:
     arguments = await _request(scope, receive)
     if scope["path"] == sse.STREAM_PATH:
         # Admitting the GET never runs a workflow, whatever its body.
-        outbound = await _run(
-            {**arguments, "answer": sse.open_stream}, headers=arguments["headers"], body=None
+        outbound: streamable_http.Outbound = await _run(
+            {**arguments, "answer": sse.open_stream},
+            headers=arguments["headers"],
+            body=None,
+            handler=transport.handle_request,
         )
         stream = sse.stream(outbound.channel) if outbound.channel else None
         await _respond(outbound, stream, receive, send)
         return
     query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
     channel_id = (query.get("sessionId") or query.get("session_id") or [""])[0]
-    accepted = await _run(
+    accepted: streamable_http.Outbound | streamable_http.Inbound = await _run(
         {**arguments, "answer": partial(sse.accept_message, channel_id=channel_id)},
         headers=arguments["headers"],
         body=None,
+        handler=transport.handle_request,
     )
     if isinstance(accepted, streamable_http.Outbound):
         await _respond(accepted, None, receive, send)

@@ -28,7 +28,8 @@ from pydantic import ValidationError
 
 from graphs.follow import Threads
 from mcp_endpoint import client_requests, dispatch, task_extension, workflow_calls
-from mcp_endpoint.dispatch import LOG_LEVELS, CallContext, RpcError
+from mcp_endpoint.dispatch import LOG_LEVELS, CallContext
+from mcp_endpoint.errors import RpcError
 from mcp_endpoint.interaction import LegacyInteraction
 from mcp_endpoint.workflow_calls import WorkflowCall
 
@@ -168,6 +169,7 @@ def _modern_result(method: str, dumped: dict[str, Any]) -> dict[str, Any]:
 def discover_result() -> types.DiscoverResult:
     capabilities = dispatch.server_capabilities()
     # subscriptions/listen reports catalog changes in this era.
+    assert capabilities.resources is not None  # dispatch.server_capabilities declares them
     capabilities.resources.list_changed = True
     capabilities.extensions = {task_extension.EXTENSION: {}}
     return types.DiscoverResult(
@@ -268,7 +270,7 @@ def encode_json(value: Any) -> bytes:
     return _ENCODER.encode(value).encode()
 
 
-class EncodedResult(dict):
+class EncodedResult(dict[str, Any]):
     """A serialised result that also keeps its JSON (`encoded`), so the transport can send a
     cached answer without encoding it again. Never mutated once built."""
 

@@ -21,6 +21,7 @@ from graphs.runs import RunRequest
 from graphs.toolset import WorkflowTool, workflow_tools, workflow_tools_token
 from mcp_endpoint import interaction, prompts, resources, task_extension, workflow_answers
 from mcp_endpoint.errors import RpcError
+from mcp_endpoint.interaction import LegacyInteraction
 from mcp_endpoint.tools import TOOLS, ToolError
 from mcp_endpoint.workflow_calls import WorkflowCall
 
@@ -86,6 +87,11 @@ class CallContext:
             params["total"] = total
         params["message"] = message
         self.notifications.append({"method": "notifications/progress", "params": params})
+
+
+# What a method answers: its result, or a call that goes on as its answer is sent (a
+# workflow's run, or a 2025 call asking its client for input).
+Answer = types.Result | WorkflowCall | LegacyInteraction
 
 
 def server_capabilities() -> types.ServerCapabilities:
@@ -204,13 +210,14 @@ def _workflow_call(
     )
 
 
-def call_tool(params: types.CallToolRequestParams, context: CallContext) -> Any:
+def call_tool(params: types.CallToolRequestParams, context: CallContext) -> Answer:
     """Run a tool; every failure comes back in-band with `isError` and how to fix the call."""
     extra = EXTRA_TOOLS.get(params.name)
     if extra is not None:
-        return interaction.run_handler(
+        answer: Answer = interaction.run_handler(
             lambda: extra.handler(params.arguments or {}, context), params, context
         )
+        return answer
     workflow = workflow_tools().get(params.name)
     if workflow is not None:
         return _workflow_call(workflow, params.arguments, context)
@@ -243,15 +250,15 @@ def call_tool(params: types.CallToolRequestParams, context: CallContext) -> Any:
 
 def _complete(params: types.CompleteRequestParams, context: CallContext) -> types.CompleteResult:
     ref, argument = params.ref, params.argument
-    context = dict((params.context.arguments or {}) if params.context else {})
+    known = dict((params.context.arguments or {}) if params.context else {})
     if isinstance(ref, types.ResourceTemplateReference):
         if ref.uri not in {t.uri_template for t in resources.templates()}:
             raise RpcError(types.INVALID_PARAMS, f"Unknown resource template {ref.uri!r}.")
-        values = resources.complete_template_argument(argument.name, argument.value, context)
+        values = resources.complete_template_argument(argument.name, argument.value, known)
     else:
         if ref.name not in prompts.PROMPTS:
             raise RpcError(types.INVALID_PARAMS, f"Unknown prompt {ref.name!r}.")
-        values = prompts.complete_prompt_argument(ref.name, argument.name, argument.value, context)
+        values = prompts.complete_prompt_argument(ref.name, argument.name, argument.value, known)
     return types.CompleteResult(
         completion=types.Completion(
             values=values[:100], total=len(values), has_more=len(values) > 100
@@ -279,7 +286,7 @@ def _list_prompts(params: Any, context: CallContext) -> types.ListPromptsResult:
     return types.ListPromptsResult(prompts=page, next_cursor=cursor)
 
 
-def _read_resource(params: types.ReadResourceRequestParams, context: CallContext) -> Any:
+def _read_resource(params: types.ReadResourceRequestParams, context: CallContext) -> Answer:
     try:
         return types.ReadResourceResult(contents=resources.read_resource(params.uri))
     except resources.ResourceNotFound as exc:
@@ -287,14 +294,15 @@ def _read_resource(params: types.ReadResourceRequestParams, context: CallContext
         raise RpcError(types.INVALID_PARAMS, str(exc), {"uri": params.uri}) from None
 
 
-def _get_prompt(params: types.GetPromptRequestParams, context: CallContext) -> Any:
+def _get_prompt(params: types.GetPromptRequestParams, context: CallContext) -> Answer:
     try:
         handler = prompts.prompt_handler(params.name, params.arguments)
     except prompts.PromptError as exc:
         raise RpcError(types.INVALID_PARAMS, str(exc)) from None
-    return interaction.run_handler(
+    answer: Answer = interaction.run_handler(
         lambda: handler(params.arguments or {}, context), params, context
     )
+    return answer
 
 
 def _subscribe(params: types.SubscribeRequestParams, context: CallContext) -> types.EmptyResult:
@@ -308,7 +316,7 @@ def _subscribe(params: types.SubscribeRequestParams, context: CallContext) -> ty
 
 
 # Every method this module answers, by name.
-_HANDLERS: dict[str, Callable[[Any, CallContext], Any]] = {
+_HANDLERS: dict[str, Callable[[Any, CallContext], Answer]] = {
     "ping": lambda params, context: types.EmptyResult(),
     "resources/subscribe": _subscribe,
     "resources/unsubscribe": _subscribe,
@@ -339,7 +347,7 @@ REQUIRED_SCOPES: dict[str, str] = {
 }
 
 
-def call_method(request: types.Request[Any, Any], context: CallContext) -> types.Result:
+def call_method(request: types.Request[Any, Any], context: CallContext) -> Answer:
     """Answer one request; `initialize`, `server/discover` and `logging/setLevel` are the
     protocol layer's, as they concern the session or the era."""
     if request.method == "tools/call":

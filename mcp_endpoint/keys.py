@@ -60,7 +60,7 @@ def api_key_create(
     secret = secrets.token_urlsafe(24)
     key = ApiKey.objects.create(
         name=name,
-        owner=owner,
+        owner_id=owner.pk if owner is not None else None,
         prefix=prefix,
         secret_hash=_hash(secret),
         scopes=validate_scopes(scopes),

@@ -38,7 +38,7 @@ from mcp_endpoint.core import (
     initialize_result,
     negotiate,
 )
-from mcp_endpoint.dispatch import RpcError
+from mcp_endpoint.errors import RpcError
 from mcp_endpoint.models import Scope
 
 logger = logging.getLogger(__name__)

@@ -37,7 +37,7 @@ from mcp_endpoint.core import (
     initialize_result,
     negotiate,
 )
-from mcp_endpoint.dispatch import RpcError
+from mcp_endpoint.errors import RpcError
 
 SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = envelope.MCP_PROTOCOL_VERSION_HEADER

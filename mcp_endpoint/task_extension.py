@@ -32,7 +32,7 @@ EXTENSION = "io.modelcontextprotocol/tasks"
 POLL_INTERVAL_MS = 1000
 _TASK_ID = re.compile(r"run-([1-9][0-9]{0,17})")
 
-_STATUS = {
+_STATUS: dict[str, str] = {
     Run.Status.QUEUED: "working",
     Run.Status.RUNNING: "working",
     Run.Status.SUCCEEDED: "completed",
@@ -69,10 +69,11 @@ def _timestamp(moment: datetime) -> str:
 
 
 def _task(state: RunState) -> dict[str, Any]:
-    message = {
+    messages: dict[str, str] = {
         Run.Status.QUEUED: "Queued: waiting for a worker.",
         Run.Status.RUNNING: "Running.",
-    }.get(state.status, f"The run ended {state.status}.")
+    }
+    message = messages.get(state.status, f"The run ended {state.status}.")
     return {
         "taskId": task_id(state.run_id),
         "status": _STATUS[state.status],

@@ -30,7 +30,7 @@ class StrictArguments(BaseModel):
 
 # Length limits are shown in the input schemas, so agents see them, and enforced by the
 # knowledge service, whose message says how to fix the call (pydantic's would not).
-_NAME_LIMIT = {"maxLength": knowledge.MAX_NAME_CHARACTERS}
+_NAME_LIMIT: dict[str, Any] = {"maxLength": knowledge.MAX_NAME_CHARACTERS}
 
 
 def _query_limits(schema: dict[str, Any]) -> None:
@@ -105,7 +105,7 @@ def _search_nodes(arguments: SearchNodesArguments) -> dict[str, Any]:
     return {"query": arguments.query, "results": results}
 
 
-_NODE_SUMMARY = {
+_NODE_SUMMARY: dict[str, Any] = {
     "type": "object",
     "properties": {
         "node_type": {"type": "string"},

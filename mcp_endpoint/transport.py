@@ -126,13 +126,15 @@ def handle_request(
     return answer(inbound)
 
 
-def answers_without_database(headers: dict[str, str], body: bytes | None) -> bool:
+def answers_without_database(method: str, headers: dict[str, str], body: bytes | None) -> bool:
     """Whether `handle_request` can run in the event loop: the caller's key is remembered
-    (or no key is sent), the catalog and workflow snapshots are fresh, and the request does
-    not run a workflow, so no query will be made."""
+    (or no key is sent), the catalog and workflow snapshots are fresh, and the request
+    neither runs a workflow nor ends a session (which cancels its runs), so no query will be
+    made."""
     raw = presented_key(headers)
     return (
-        (raw is None or is_remembered(raw))
+        method != "DELETE"
+        and (raw is None or is_remembered(raw))
         and not needs_database()
         and not toolset.needs_database()
         and not _touches_runs(body)

@@ -29,7 +29,7 @@ def _headers(request: HttpRequest) -> tuple[dict[str, str], list[tuple[str, str]
 
 
 @csrf_exempt
-async def mcp(request: HttpRequest) -> HttpResponse:
+async def mcp(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
     """Streamable HTTP endpoint of the MCP server (both protocol eras)."""
     headers, raw_headers = _headers(request)
     body = None

@@ -61,7 +61,7 @@ def error_result(message: str, run_id: int | None = None) -> types.CallToolResul
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=f"Error: {message}")],
         is_error=True,
-        meta={RUN_ID_META: run_id} if run_id is not None else None,
+        _meta={RUN_ID_META: run_id} if run_id is not None else None,
     )
 
 
@@ -118,7 +118,7 @@ def outcome_result(
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)],
         structured_content=structured,
-        meta={RUN_ID_META: outcome.run_id},
+        _meta={RUN_ID_META: outcome.run_id},
     )
 
 

@@ -28,8 +28,8 @@ from graphs.admin_forms import editor_text
 from graphs.admin_runs import EXECUTIONS_PER_PAGE
 from graphs.engine import NodeRecord
 from graphs.files import GraphFileError
-from graphs.history import COLUMNS, FLUSH_BYTES, FLUSH_ROWS, HistoryRecorder, write_rows
 from graphs.models import NodeExecution, Run, Workflow
+from graphs.recorder import COLUMNS, FLUSH_BYTES, FLUSH_ROWS, HistoryRecorder, write_rows
 from graphs.runs import RunRequest, run_create, workflow_call
 from graphs.services import workflow_save
 from mcp_endpoint import task_extension
@@ -58,7 +58,7 @@ CEILING_MESSAGE = (
 
 def _rows(run_id: int, count: int) -> Iterator[tuple[Any, ...]]:
     """sum_to stopped by maxNodeExecutions after `count` executions: entry, then step and
-    more in turn, in `graphs.history.COLUMNS` order with the JSON encoded, as the recorder
+    more in turn, in `graphs.recorder.COLUMNS` order with the JSON encoded, as the recorder
     writes them."""
     step_detail, more_detail = json.dumps({"expr": STEP_EXPR}), json.dumps({"target": "step"})
     for index in range(count):
@@ -227,7 +227,7 @@ def test_the_ceilings_come_from_the_environment_and_zero_is_refused():
 def test_the_recorder_holds_a_bounded_batch_of_rows_however_fast_the_nodes(loops, monkeypatch):
     batches = []
     monkeypatch.setattr(
-        "graphs.history.write_rows", lambda rows: batches.append((len(rows), _bytes(rows)))
+        "graphs.recorder.write_rows", lambda rows: batches.append((len(rows), _bytes(rows)))
     )
     run = run_create(RunRequest(name="sum_to", arguments={"n": 1}))
     recorder = HistoryRecorder(run)

@@ -124,11 +124,11 @@ def test_concurrent_calls_each_get_their_own_answer_and_history():
 def test_a_run_of_a_known_version_makes_a_fixed_number_of_queries(
     loops, django_assert_num_queries, monkeypatch
 ):
-    from graphs import history
+    from graphs import recorder
     from graphs.toolset import workflow_tools
 
     # One batch of finished rows, however slow the machine (batches are also time-bounded).
-    monkeypatch.setattr(history, "FLUSH_SECONDS", 60)
+    monkeypatch.setattr(recorder, "FLUSH_SECONDS", 60)
     tool = workflow_tools()["sum_to"]
     version = (tool.version_id, tool.digest)
     workflow_call(RunRequest(name="sum_to", arguments={"n": 2}, version=version))

@@ -51,7 +51,7 @@ def test_a_request_on_a_worker_thread_brings_the_registry_up_to_date(key, monkey
     due = snapshots.TABLE_CHECK_SECONDS - snapshots.CHECK_MARGIN_SECONDS / 2
     monkeypatch.setattr(registry._snapshot, "_checked_at", time.monotonic() - due)
     assert registry.needs_database()
-    assert asgi._work(tools_list_arguments(key)).status == 200
+    assert asgi._work(tools_list_arguments(key), transport.handle_request).status == 200
     assert not registry.needs_database()
 
 
@@ -59,11 +59,11 @@ def test_the_host_check_follows_allowed_hosts(key, settings):
     """The ASGI path checks Host itself (Django does not see the request)."""
     arguments = tools_list_arguments(key)
     arguments["headers"]["host"] = "evil.example"
-    assert asgi._work(arguments).status == 400
+    assert asgi._work(arguments, transport.handle_request).status == 400
     settings.ALLOWED_HOSTS = ["evil.example"]
-    assert asgi._work(arguments).status == 200
+    assert asgi._work(arguments, transport.handle_request).status == 200
     settings.ALLOWED_HOSTS = ["localhost"]
-    assert asgi._work(arguments).status == 400
+    assert asgi._work(arguments, transport.handle_request).status == 400
 
 
 @pytest.mark.django_db(transaction=True)
@@ -72,11 +72,13 @@ def test_a_key_forgotten_between_the_check_and_the_answer_is_answered_on_a_threa
     to answer in the loop was made; the answer must still come (it once was a 500)."""
     key = make_key()
     arguments = tools_list_arguments(key)
-    assert asgi._work(arguments).status == 200  # key remembered, snapshots fresh
+    assert (
+        asgi._work(arguments, transport.handle_request).status == 200
+    )  # key remembered, snapshots fresh
     checked = transport.answers_without_database
 
-    def check_then_forget(headers, body):
-        in_loop = checked(headers, body)
+    def check_then_forget(method, headers, body):
+        in_loop = checked(method, headers, body)
         keys._remembered.clear()
         return in_loop
 
@@ -86,7 +88,12 @@ def test_a_key_forgotten_between_the_check_and_the_answer_is_answered_on_a_threa
     monkeypatch.setattr(asgi, "_POOL", pool)
     try:
         outbound = asyncio.run(
-            asgi._run(arguments, headers=arguments["headers"], body=arguments["body"])
+            asgi._run(
+                arguments,
+                headers=arguments["headers"],
+                body=arguments["body"],
+                handler=transport.handle_request,
+            )
         )
     finally:
         pool.submit(connections.close_all).result()
@@ -102,7 +109,9 @@ def test_requests_answered_in_the_loop_share_their_redis_connections(key):
     import redis
 
     arguments = tools_list_arguments(key)
-    assert asgi._work(arguments).status == 200  # key remembered, snapshots fresh
+    assert (
+        asgi._work(arguments, transport.handle_request).status == 200
+    )  # key remembered, snapshots fresh
     server = redis.Redis.from_url(settings.REDIS_URL)
 
     def connections() -> int:
@@ -111,7 +120,10 @@ def test_requests_answered_in_the_loop_share_their_redis_connections(key):
     async def twenty_requests() -> list[int]:
         async def one() -> int:
             outbound = await asgi._run(
-                arguments, headers=arguments["headers"], body=arguments["body"]
+                arguments,
+                headers=arguments["headers"],
+                body=arguments["body"],
+                handler=transport.handle_request,
             )
             return outbound.status
 

@@ -26,12 +26,13 @@ class Command(BaseCommand):
     def handle(self, *args: object, **options: object) -> None:
         scopes = [s.strip() for s in str(options["scopes"]).split(",") if s.strip()]
         days = options.get("expires_in_days")
+        rate_limit = options.get("rate_limit")
         try:
             key, secret = api_key_create(
                 name=str(options["name"]),
                 scopes=scopes,
-                expires_at=timezone.now() + timedelta(days=int(days)) if days else None,
-                rate_limit_per_minute=options.get("rate_limit"),
+                expires_at=timezone.now() + timedelta(days=days) if isinstance(days, int) else None,
+                rate_limit_per_minute=rate_limit if isinstance(rate_limit, int) else None,
             )
         except InvalidScopes as exc:
             raise CommandError(str(exc)) from None

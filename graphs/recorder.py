@@ -112,7 +112,7 @@ def copy_rows(
             if row[position] is not None:
                 values[columns[position]] = json.loads(row[position])
         instances.append(model(**values))
-    model.objects.bulk_create(instances)
+    model._default_manager.bulk_create(instances)
 
 
 def write_rows(rows: list[_Row]) -> None:
