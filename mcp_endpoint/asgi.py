@@ -30,7 +30,7 @@ from django.db import close_old_connections
 
 from graphs.follow import Threads
 from graphs.toolset import refresh_workflow_tools
-from mcp_endpoint import sse, streamable_http, transport
+from mcp_endpoint import http_messages, sse, transport
 from mcp_endpoint.tools import TOOLS
 from nodespecs.registry import refresh_registry
 
@@ -188,7 +188,7 @@ def _threads() -> Threads:
 async def mcp_app(scope: Scope, receive: Receive, send: Send) -> None:
     """Serve one HTTP request to `/mcp`."""
     arguments = await _request(scope, receive)
-    outbound: streamable_http.Outbound = await _run(
+    outbound: http_messages.Outbound = await _run(
         arguments,
         headers=arguments["headers"],
         body=arguments["body"],
@@ -209,7 +209,7 @@ async def sse_app(scope: Scope, receive: Receive, send: Send) -> None:
     arguments = await _request(scope, receive)
     if scope["path"] == sse.STREAM_PATH:
         # Admitting the GET never runs a workflow, whatever its body.
-        outbound: streamable_http.Outbound = await _run(
+        outbound: http_messages.Outbound = await _run(
             {**arguments, "answer": sse.open_stream},
             headers=arguments["headers"],
             body=None,
@@ -220,22 +220,22 @@ async def sse_app(scope: Scope, receive: Receive, send: Send) -> None:
         return
     query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
     channel_id = (query.get("sessionId") or query.get("session_id") or [""])[0]
-    accepted: streamable_http.Outbound | streamable_http.Inbound = await _run(
+    accepted: http_messages.Outbound | http_messages.Inbound = await _run(
         {**arguments, "answer": partial(sse.accept_message, channel_id=channel_id)},
         headers=arguments["headers"],
         body=None,
         handler=transport.handle_request,
     )
-    if isinstance(accepted, streamable_http.Outbound):
+    if isinstance(accepted, http_messages.Outbound):
         await _respond(accepted, None, receive, send)
         return
     task = asyncio.create_task(_answer_on_stream(accepted, channel_id))
     _deliveries.add(task)
     task.add_done_callback(_deliveries.discard)
-    await _respond(streamable_http.Outbound(202), None, receive, send)
+    await _respond(http_messages.Outbound(202), None, receive, send)
 
 
-async def _answer_on_stream(inbound: streamable_http.Inbound, channel_id: str) -> None:
+async def _answer_on_stream(inbound: http_messages.Inbound, channel_id: str) -> None:
     """Answer an accepted legacy SSE message and send the answer to its stream."""
     try:
         outbound = await _run(
@@ -250,7 +250,7 @@ async def _answer_on_stream(inbound: streamable_http.Inbound, channel_id: str) -
 
 
 async def _respond(
-    outbound: streamable_http.Outbound, stream: Any, receive: Receive, send: Send
+    outbound: http_messages.Outbound, stream: Any, receive: Receive, send: Send
 ) -> None:
     """Write a plain answer, or the event stream `stream` when there is one."""
     if stream is None:

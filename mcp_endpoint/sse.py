@@ -22,7 +22,7 @@ from asgiref.sync import sync_to_async
 from mcp import types
 
 from graphs.follow import Threads
-from mcp_endpoint import relay, sessions, streamable_http, transport
+from mcp_endpoint import http_messages, relay, sessions, streamable_http, transport
 
 logger = logging.getLogger(__name__)
 
@@ -31,11 +31,11 @@ MESSAGES_PATH = "/messages"
 KEEPALIVE_SECONDS = transport.KEEPALIVE_SECONDS
 
 
-def open_stream(inbound: streamable_http.Inbound) -> streamable_http.Outbound:
+def open_stream(inbound: http_messages.Inbound) -> http_messages.Outbound:
     """`GET /sse` from an admitted caller: register the stream (the ASGI app then sends it)."""
     if inbound.method != "GET":
-        return streamable_http.Outbound(405, {"Allow": "GET"})
-    return streamable_http.Outbound(200, channel=sessions.channel_open(inbound.caller.identity))
+        return http_messages.Outbound(405, {"Allow": "GET"})
+    return http_messages.Outbound(200, channel=sessions.channel_open(inbound.caller.identity))
 
 
 async def stream(channel_id: str) -> AsyncIterator[bytes]:
@@ -52,8 +52,8 @@ async def stream(channel_id: str) -> AsyncIterator[bytes]:
 
 
 def accept_message(
-    inbound: streamable_http.Inbound, *, channel_id: str
-) -> streamable_http.Outbound | streamable_http.Inbound:
+    inbound: http_messages.Inbound, *, channel_id: str
+) -> http_messages.Outbound | http_messages.Inbound:
     """`POST /messages?sessionId=ID` from an admitted caller: a refusal, or the request to
     answer on the stream (as `streamable_http.handle` would on `/mcp`, within the stream's session).
 
@@ -61,28 +61,28 @@ def accept_message(
     says (including JSON-RPC errors for a request) goes to the stream, where the client waits.
     """
     if inbound.method != "POST":
-        return streamable_http.Outbound(405, {"Allow": "POST"})
+        return http_messages.Outbound(405, {"Allow": "POST"})
     channel = sessions.channel_get(channel_id, owner=inbound.caller.identity)
     if channel is None:
-        return streamable_http.error_reply(
+        return http_messages.error_reply(
             404,
             types.INVALID_REQUEST,
             f"Unknown sessionId {channel_id[:128]!r}: the stream ended, or it was opened with "
             f"another API key. Open a new stream with GET {STREAM_PATH} (same key) and POST "
             "to the endpoint its first event names.",
         )
-    message, problem = streamable_http.json_body(inbound)
+    message, problem = http_messages.json_body(inbound)
     if problem:
         return problem
     if not isinstance(message, dict):
-        return streamable_http.error_reply(
+        return http_messages.error_reply(
             400,
             types.INVALID_REQUEST,
             "Invalid Request: send one JSON-RPC message object per POST (no batches).",
         )
     session_id = channel["session"]
     if session_id is None and message.get("method") != "initialize":
-        return streamable_http.error_reply(
+        return http_messages.error_reply(
             400,
             types.INVALID_REQUEST,
             "This stream has no session yet: POST initialize first, then "
@@ -92,12 +92,12 @@ def accept_message(
     headers = {
         name: value
         for name, value in inbound.headers.items()
-        if name not in (streamable_http.VERSION_HEADER.lower(), streamable_http.SESSION_HEADER)
+        if name not in (http_messages.VERSION_HEADER.lower(), http_messages.SESSION_HEADER)
     }
-    headers["accept"] = f"{streamable_http.JSON}, {streamable_http.SSE}"
+    headers["accept"] = f"{http_messages.JSON}, {http_messages.SSE}"
     if session_id is not None:
-        headers[streamable_http.SESSION_HEADER] = session_id
-    return streamable_http.Inbound(
+        headers[http_messages.SESSION_HEADER] = session_id
+    return http_messages.Inbound(
         method="POST",
         headers=headers,
         body=inbound.body,
@@ -106,16 +106,16 @@ def accept_message(
     )
 
 
-def answer(inbound: streamable_http.Inbound, channel_id: str) -> streamable_http.Outbound:
+def answer(inbound: http_messages.Inbound, channel_id: str) -> http_messages.Outbound:
     """Answer an accepted message; an `initialize` binds its new session to the stream."""
     outbound = streamable_http.handle(inbound)
     started = outbound.headers.get("Mcp-Session-Id")
-    if started and started != inbound.headers.get(streamable_http.SESSION_HEADER):
+    if started and started != inbound.headers.get(http_messages.SESSION_HEADER):
         sessions.channel_bind(channel_id, started)
     return outbound
 
 
-async def deliver(channel_id: str, outbound: streamable_http.Outbound, threads: Threads) -> None:
+async def deliver(channel_id: str, outbound: http_messages.Outbound, threads: Threads) -> None:
     """Send an answer's messages (or its one JSON-RPC message) to the stream's holder, each
     as it is made (`threads` takes the blocking work of a reply that goes on)."""
     if outbound.reply is not None:

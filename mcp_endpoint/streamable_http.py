@@ -1,7 +1,6 @@
 """Streamable HTTP for MCP, both protocol eras on one endpoint.
 
-Transport-neutral: no request or response objects of Django here (only `sessions.py`, which
-keeps sessions in Django's cache), so the rules can be tested without a server.
+Transport-neutral (http_messages.py), so the rules can be tested without a server.
 
 `handle(inbound)` takes a transport-neutral request (HTTP method, headers, body, caller) and
 returns an `Outbound` (status, headers, and a JSON body or server-sent events).
@@ -16,9 +15,7 @@ Era choice, as the official SDK v2 makes it and as the specification asks:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from mcp import types
@@ -32,107 +29,37 @@ from mcp_endpoint.core import (
     Forbidden,
     Reply,
     context_for,
-    encode_json,
     execute,
     initialize_result,
     negotiate,
 )
 from mcp_endpoint.errors import RpcError
-
-SESSION_HEADER = "mcp-session-id"
-VERSION_HEADER = envelope.MCP_PROTOCOL_VERSION_HEADER
-JSON = "application/json"
-SSE = "text/event-stream"
+from mcp_endpoint.http_messages import (
+    JSON,
+    SESSION_HEADER,
+    SSE,
+    VERSION_HEADER,
+    Inbound,
+    Outbound,
+    accepts,
+    encoded_reply,
+    error_reply,
+    json_body,
+    json_reply,
+)
 
 # JSON-RPC error code → HTTP status in the 2026-07-28 era (the SDK's table).
 MODERN_ERROR_STATUS: Mapping[int, int] = envelope.ERROR_CODE_HTTP_STATUS
 
 
-@dataclass
-class Inbound:
-    method: str
-    headers: Mapping[str, str]  # lower-cased names
-    body: bytes
-    caller: Caller
-    raw_headers: list[tuple[str, str]] = field(default_factory=list)
-
-
-@dataclass
-class Outbound:
-    status: int
-    headers: dict[str, str] = field(default_factory=dict)
-    body: bytes = b""
-    # The core's answer to a request, still to be sent: as server-sent events, one per
-    # message, when `stream`; else its response alone, as the JSON body.
-    reply: Reply | None = None
-    stream: bool = False
-    # A `subscriptions/listen` stream: the request id, and what the client asked to hear.
-    listen: dict[str, Any] | None = None
-    # A legacy HTTP+SSE stream (`GET /sse`) opened under this id (`mcp_endpoint/sse.py`).
-    channel: str | None = None
-
-
-def _json(status: int, message: Any, headers: dict[str, str] | None = None) -> Outbound:
-    return _encoded(status, encode_json(message), headers)
-
-
-def message_reply(message: dict[str, Any], headers: dict[str, str]) -> Outbound:
-    """One JSON-RPC message as a 200 JSON body (the response of a reply that went on)."""
-    return _json(200, message, headers)
-
-
-def _encoded(status: int, body: bytes, headers: dict[str, str] | None = None) -> Outbound:
-    return Outbound(status, {"Content-Type": JSON, **(headers or {})}, body)
-
-
-def error_reply(
-    status: int, code: int, message: str, *, request_id: Any = None, data: Any = None, headers=None
-) -> Outbound:
-    """A JSON-RPC error body with an HTTP status."""
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    return _json(status, {"jsonrpc": "2.0", "id": request_id, "error": error}, headers)
-
-
-def _accepts(headers: Mapping[str, str], media_type: str) -> bool:
-    accept = headers.get("accept", "")
-    if not accept:
-        return True
-    major = media_type.split("/")[0]
-    for part in accept.split(","):
-        candidate = part.split(";")[0].strip().lower()
-        if candidate in (media_type, f"{major}/*", "*/*"):
-            return True
-    return False
-
-
 def _reply(reply: Reply, headers: Mapping[str, str], extra_headers: dict[str, str]) -> Outbound:
     """The core's answer as the client takes it: an event stream when it sends messages
     before its response and the client accepts one, else the response alone."""
-    if reply.streams and _accepts(headers, SSE):
+    if reply.streams and accepts(headers, SSE):
         return Outbound(200, dict(extra_headers), reply=reply, stream=True)
     if reply.complete:
-        return _encoded(200, reply.response_body(), extra_headers)
+        return encoded_reply(200, reply.response_body(), extra_headers)
     return Outbound(200, dict(extra_headers), reply=reply)
-
-
-def json_body(inbound: Inbound) -> tuple[Any, Outbound | None]:
-    """A POST's JSON message, or the refusal of a body that is not JSON (shared with the
-    legacy SSE transport)."""
-    content_type = inbound.headers.get("content-type", "")
-    if not content_type.lower().startswith(JSON):
-        return None, error_reply(
-            415 if content_type else 400,
-            types.INVALID_REQUEST,
-            "POST bodies must be JSON-RPC with Content-Type: application/json.",
-        )
-    try:
-        return json.loads(inbound.body), None
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        return None, error_reply(
-            400, types.PARSE_ERROR, f"Parse error: the body is not JSON ({exc})."
-        )
 
 
 def _has_meta_version(message: Any) -> bool:
@@ -188,7 +115,7 @@ def _modern_error(request_id: Any, code: int, message: str, data: Any = None) ->
 def _handle_modern(inbound: Inbound, message: Any) -> Outbound:
     if inbound.method != "POST":
         return Outbound(405, {"Allow": "POST"})
-    if not _accepts(inbound.headers, JSON):
+    if not accepts(inbound.headers, JSON):
         return error_reply(406, types.INVALID_REQUEST, "Not Acceptable: accept application/json.")
     if not isinstance(message, dict):
         return _modern_error(
@@ -247,7 +174,7 @@ def _handle_modern(inbound: Inbound, message: Any) -> Outbound:
                 task_extension.require(route.client_capabilities, "Task notifications")
             except RpcError as exc:
                 return _modern_error(request_id, exc.code, exc.message, exc.data)
-        if not _accepts(inbound.headers, SSE):
+        if not accepts(inbound.headers, SSE):
             return error_reply(
                 406,
                 types.INVALID_REQUEST,
@@ -320,7 +247,7 @@ def _handle_legacy(inbound: Inbound, message: Any) -> Outbound:
     if inbound.method == "GET":
         # No server-initiated messages exist here, so there is no stream to offer.
         return Outbound(405, {"Allow": "POST, DELETE"})
-    if not (_accepts(inbound.headers, JSON) or _accepts(inbound.headers, SSE)):
+    if not (accepts(inbound.headers, JSON) or accepts(inbound.headers, SSE)):
         return error_reply(
             406,
             types.INVALID_REQUEST,
@@ -399,7 +326,7 @@ def _legacy_request(
         return error_reply(
             status, exc.code, exc.message, request_id=request_id, data=exc.data, headers=headers
         )
-    if reply.asks_client and not _accepts(inbound.headers, SSE):
+    if reply.asks_client and not accepts(inbound.headers, SSE):
         return error_reply(
             406,
             types.INVALID_REQUEST,
@@ -422,7 +349,7 @@ def _initialize(inbound: Inbound, message: dict[str, Any]) -> Outbound:
         client_info=params.client_info.model_dump(mode="json", exclude_none=True),
         client_capabilities=params.capabilities.model_dump(mode="json", exclude_none=True),
     )
-    return _json(
+    return json_reply(
         200,
         {"jsonrpc": "2.0", "id": request_id, "result": initialize_result(version)},
         {"Mcp-Session-Id": session.id},

@@ -24,7 +24,7 @@ from mcp import types
 
 from graphs import toolset
 from graphs.follow import Threads
-from mcp_endpoint import streamable_http
+from mcp_endpoint import http_messages, streamable_http
 from mcp_endpoint.auth import Refusal, admit, presented_key
 from mcp_endpoint.core import Caller, Reply
 from mcp_endpoint.keys import is_remembered
@@ -71,8 +71,8 @@ def _in_request_thread(work: Callable[[], Any]) -> Awaitable[Any]:
 REQUEST_THREADS = Threads(short=_in_request_thread, run=_in_request_thread)
 
 
-def _plain(status: int, message: str) -> streamable_http.Outbound:
-    return streamable_http.Outbound(status, {"Content-Type": "text/plain"}, message.encode())
+def _plain(status: int, message: str) -> http_messages.Outbound:
+    return http_messages.Outbound(status, {"Content-Type": "text/plain"}, message.encode())
 
 
 def handle_request(
@@ -83,8 +83,8 @@ def handle_request(
     body: bytes | None,
     client_address: str,
     host: str | None = None,
-    answer: Callable[[streamable_http.Inbound], Answer] = streamable_http.handle,  # type: ignore[assignment]
-) -> streamable_http.Outbound | Answer:
+    answer: Callable[[http_messages.Inbound], Answer] = streamable_http.handle,  # type: ignore[assignment]
+) -> http_messages.Outbound | Answer:
     """Answer one request; `headers` has lower-cased names; `body` None means it was larger
     than MCP_MAX_BODY_BYTES and was not read; `host` is given when already validated.
 
@@ -104,13 +104,13 @@ def handle_request(
             "(add it to MCP_ALLOWED_ORIGINS if it is yours).",
         )
     if body is None:
-        return streamable_http.error_reply(
+        return http_messages.error_reply(
             413,
             types.INVALID_REQUEST,
             f"Request body too large: the limit is {settings.MCP_MAX_BODY_BYTES} bytes "
             "(MCP_MAX_BODY_BYTES).",
         )
-    inbound = streamable_http.Inbound(
+    inbound = http_messages.Inbound(
         method=method,
         headers=headers,
         body=body,
@@ -119,7 +119,7 @@ def handle_request(
     )
     caller = admit(inbound.headers, client_address)
     if isinstance(caller, Refusal):
-        return streamable_http.error_reply(
+        return http_messages.error_reply(
             caller.status, types.INVALID_REQUEST, caller.message, headers=caller.headers
         )
     inbound.caller = caller
@@ -215,17 +215,17 @@ async def _messages(reply: Reply, threads: Threads) -> AsyncIterator[bytes]:
         yield _sse(message)
 
 
-async def settle(outbound: streamable_http.Outbound, threads: Threads) -> streamable_http.Outbound:
+async def settle(outbound: http_messages.Outbound, threads: Threads) -> http_messages.Outbound:
     """The plain answer to an outcome: a reply that goes on without streaming is followed
     to its response here; anything else is already its answer."""
     if outbound.reply is None or outbound.stream:
         return outbound
     message = await outbound.reply.final(threads)
-    return streamable_http.message_reply(message, outbound.headers)
+    return http_messages.message_reply(message, outbound.headers)
 
 
 def stream_of(
-    outbound: streamable_http.Outbound, threads: Threads | None = None
+    outbound: http_messages.Outbound, threads: Threads | None = None
 ) -> AsyncIterator[bytes] | None:
     """The event-stream body of an outcome that streams, or None for a plain response
     (`threads` takes the blocking work of a reply that goes on)."""

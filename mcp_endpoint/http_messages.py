@@ -1,0 +1,101 @@
+"""The HTTP side of an MCP exchange, shared by the Streamable HTTP and legacy SSE transports:
+a request as it arrives (`Inbound`), an answer as it leaves (`Outbound`), and the small
+rules both apply (JSON bodies, content negotiation, JSON-RPC errors with a status).
+
+Transport-neutral: no request or response objects of Django here, so the rules can be tested
+without a server.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp import types
+from mcp.shared import inbound as envelope
+
+from mcp_endpoint.core import Caller, Reply, encode_json
+
+SESSION_HEADER = "mcp-session-id"
+VERSION_HEADER = envelope.MCP_PROTOCOL_VERSION_HEADER
+JSON = "application/json"
+SSE = "text/event-stream"
+
+
+@dataclass
+class Inbound:
+    method: str
+    headers: Mapping[str, str]  # lower-cased names
+    body: bytes
+    caller: Caller
+    raw_headers: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class Outbound:
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    # The core's answer to a request, still to be sent: as server-sent events, one per
+    # message, when `stream`; else its response alone, as the JSON body.
+    reply: Reply | None = None
+    stream: bool = False
+    # A `subscriptions/listen` stream: the request id, and what the client asked to hear.
+    listen: dict[str, Any] | None = None
+    # A legacy HTTP+SSE stream (`GET /sse`) opened under this id (`mcp_endpoint/sse.py`).
+    channel: str | None = None
+
+
+def json_reply(status: int, message: Any, headers: dict[str, str] | None = None) -> Outbound:
+    return encoded_reply(status, encode_json(message), headers)
+
+
+def message_reply(message: dict[str, Any], headers: dict[str, str]) -> Outbound:
+    """One JSON-RPC message as a 200 JSON body (the response of a reply that went on)."""
+    return json_reply(200, message, headers)
+
+
+def encoded_reply(status: int, body: bytes, headers: dict[str, str] | None = None) -> Outbound:
+    return Outbound(status, {"Content-Type": JSON, **(headers or {})}, body)
+
+
+def error_reply(
+    status: int, code: int, message: str, *, request_id: Any = None, data: Any = None, headers=None
+) -> Outbound:
+    """A JSON-RPC error body with an HTTP status."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return json_reply(status, {"jsonrpc": "2.0", "id": request_id, "error": error}, headers)
+
+
+def accepts(headers: Mapping[str, str], media_type: str) -> bool:
+    accept = headers.get("accept", "")
+    if not accept:
+        return True
+    major = media_type.split("/")[0]
+    for part in accept.split(","):
+        candidate = part.split(";")[0].strip().lower()
+        if candidate in (media_type, f"{major}/*", "*/*"):
+            return True
+    return False
+
+
+def json_body(inbound: Inbound) -> tuple[Any, Outbound | None]:
+    """A POST's JSON message, or the refusal of a body that is not JSON (shared with the
+    legacy SSE transport)."""
+    content_type = inbound.headers.get("content-type", "")
+    if not content_type.lower().startswith(JSON):
+        return None, error_reply(
+            415 if content_type else 400,
+            types.INVALID_REQUEST,
+            "POST bodies must be JSON-RPC with Content-Type: application/json.",
+        )
+    try:
+        return json.loads(inbound.body), None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        return None, error_reply(
+            400, types.PARSE_ERROR, f"Parse error: the body is not JSON ({exc})."
+        )
