@@ -30,9 +30,9 @@ from mcp_endpoint import dispatch
 from mcp_endpoint.auth import Refusal, admit
 from mcp_endpoint.core import LATEST_HANDSHAKE_VERSION, Caller, context_for, execute
 from mcp_endpoint.errors import RpcError
+from mcp_endpoint.event_stream import REQUEST_THREADS
 from mcp_endpoint.models import Scope
 from mcp_endpoint.tools import TOOLS
-from mcp_endpoint.transport import REQUEST_THREADS
 from mcp_endpoint.workflow_answers import RUN_ID_META
 
 api = NinjaAPI(

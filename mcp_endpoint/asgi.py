@@ -4,7 +4,7 @@ Django by `config.asgi`.
 Django's ASGI handler runs every middleware through a thread hop and starts threads per
 request; for the endpoint agents call thousands of times a minute that was most of the cost
 (docs/benchmarks.md). This app does only what `/mcp` needs: read the body, hand the request
-to `transport.handle_request` (in the event loop when it needs no database and its work does
+to `admission.handle_request` (in the event loop when it needs no database and its work does
 not grow with what the caller sends, else on a small pool of worker threads), and write the
 answer or the event stream. The legacy HTTP+SSE transport (`sse.py`) goes through the same
 steps.
@@ -30,7 +30,7 @@ from django.db import close_old_connections
 
 from graphs.follow import Threads
 from graphs.toolset import refresh_workflow_tools
-from mcp_endpoint import http_messages, sse, transport
+from mcp_endpoint import admission, event_stream, http_messages, sse
 from mcp_endpoint.tools import TOOLS
 from nodespecs.registry import refresh_registry
 
@@ -79,7 +79,7 @@ def _work(arguments: dict[str, Any], handler: Callable[..., Result]) -> Result:
 
 async def _read_body(receive: Receive, declared: str | None) -> bytes | None:
     """The request body, or None when it is over the limit (then not read further)."""
-    if transport.body_too_large(declared):
+    if admission.body_too_large(declared):
         return None
     limit = settings.MCP_MAX_BODY_BYTES
     chunks, size = [], 0
@@ -103,7 +103,7 @@ def _encode(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
 
 
 def _arguments(scope: Scope, body: bytes | None) -> dict[str, Any]:
-    """`transport.handle_request`'s arguments for a request."""
+    """`admission.handle_request`'s arguments for a request."""
     raw_headers = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in scope["headers"]]
     client = scope.get("client") or ("", 0)
     return {
@@ -147,7 +147,7 @@ def _in_loop(
         return None
     # A legacy SSE message (`sse.answer`) is always a POST.
     method = arguments.get("method", "POST")
-    if not transport.answers_without_database(method, headers, body):
+    if not admission.answers_without_database(method, headers, body):
         return None
     try:
         return handler(**arguments)
@@ -192,16 +192,16 @@ async def mcp_app(scope: Scope, receive: Receive, send: Send) -> None:
         arguments,
         headers=arguments["headers"],
         body=arguments["body"],
-        handler=transport.handle_request,
+        handler=admission.handle_request,
     )
     threads = None
     if outbound.reply is not None:
         threads = _threads()
-        settled = await _until_disconnect(transport.settle(outbound, threads), receive)
+        settled = await _until_disconnect(event_stream.settle(outbound, threads), receive)
         if settled is None:
             return  # the client left before its answer
         outbound = settled
-    await _respond(outbound, transport.stream_of(outbound, threads), receive, send)
+    await _respond(outbound, event_stream.stream_of(outbound, threads), receive, send)
 
 
 async def sse_app(scope: Scope, receive: Receive, send: Send) -> None:
@@ -213,7 +213,7 @@ async def sse_app(scope: Scope, receive: Receive, send: Send) -> None:
             {**arguments, "answer": sse.open_stream},
             headers=arguments["headers"],
             body=None,
-            handler=transport.handle_request,
+            handler=admission.handle_request,
         )
         stream = sse.stream(outbound.channel) if outbound.channel else None
         await _respond(outbound, stream, receive, send)
@@ -224,7 +224,7 @@ async def sse_app(scope: Scope, receive: Receive, send: Send) -> None:
         {**arguments, "answer": partial(sse.accept_message, channel_id=channel_id)},
         headers=arguments["headers"],
         body=None,
-        handler=transport.handle_request,
+        handler=admission.handle_request,
     )
     if isinstance(accepted, http_messages.Outbound):
         await _respond(accepted, None, receive, send)
@@ -269,7 +269,7 @@ async def _respond(
         {
             "type": "http.response.start",
             "status": outbound.status,
-            "headers": _encode({**outbound.headers, **transport.SSE_HEADERS}),
+            "headers": _encode({**outbound.headers, **event_stream.SSE_HEADERS}),
         }
     )
     await _send_stream(stream, receive, send)

@@ -9,7 +9,7 @@ the same tools, scopes and errors.
 
 The stream and its session are kept in the cache (`sessions.channel_*`), so a POST may land on
 any instance; the answer reaches the instance holding the stream through `relay`. Each step
-runs behind `transport.handle_request` (Host, Origin, body size, API key, rate limit); the
+runs behind `admission.handle_request` (Host, Origin, body size, API key, rate limit); the
 key that POSTs must be the one that opened the stream.
 """
 
@@ -22,13 +22,13 @@ from asgiref.sync import sync_to_async
 from mcp import types
 
 from graphs.follow import Threads
-from mcp_endpoint import http_messages, relay, sessions, streamable_http, transport
+from mcp_endpoint import event_stream, http_messages, relay, sessions, streamable_http
 
 logger = logging.getLogger(__name__)
 
 STREAM_PATH = "/sse"
 MESSAGES_PATH = "/messages"
-KEEPALIVE_SECONDS = transport.KEEPALIVE_SECONDS
+KEEPALIVE_SECONDS = event_stream.KEEPALIVE_SECONDS
 
 
 def open_stream(inbound: http_messages.Inbound) -> http_messages.Outbound:
@@ -120,7 +120,7 @@ async def deliver(channel_id: str, outbound: http_messages.Outbound, threads: Th
     as it is made (`threads` takes the blocking work of a reply that goes on)."""
     if outbound.reply is not None:
         outbound.stream = True
-    chunks = transport.stream_of(outbound, threads) or _single(outbound.body)
+    chunks = event_stream.stream_of(outbound, threads) or _single(outbound.body)
     async for chunk in chunks:
         if not await relay.publish(channel_id, chunk):
             logger.info("SSE stream %s is gone; dropped the rest of an answer", channel_id[:8])

@@ -1,7 +1,7 @@
 """The `/mcp` view for Django's own request handling (WSGI, runserver, the test client).
 
 Under uvicorn, `config.asgi` sends `/mcp` to the lean ASGI app in `mcp_endpoint/asgi.py`
-instead; both adapt the same `transport.handle_request`. The view is async so that
+instead; both adapt the same `admission.handle_request`. The view is async so that
 long-lived streams hold no worker thread; the request's own work runs in one hop to Django's
 sync thread, where Django manages the database connections.
 """
@@ -14,7 +14,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from mcp_endpoint import transport
+from mcp_endpoint import admission, event_stream
 
 
 def _headers(request: HttpRequest) -> tuple[dict[str, str], list[tuple[str, str]]]:
@@ -33,14 +33,14 @@ async def mcp(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
     """Streamable HTTP endpoint of the MCP server (both protocol eras)."""
     headers, raw_headers = _headers(request)
     body = None
-    if not transport.body_too_large(headers.get("content-length")):
+    if not admission.body_too_large(headers.get("content-length")):
         try:
             body = request.body
         except RequestDataTooBig:
             body = None
         if body is not None and len(body) > settings.MCP_MAX_BODY_BYTES:
             body = None
-    outbound = await sync_to_async(transport.handle_request, thread_sensitive=True)(
+    outbound = await sync_to_async(admission.handle_request, thread_sensitive=True)(
         method=request.method or "GET",
         headers=headers,
         raw_headers=raw_headers,
@@ -48,10 +48,12 @@ async def mcp(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
         client_address=request.META.get("REMOTE_ADDR", ""),
         host=request.get_host(),  # validated by Django against ALLOWED_HOSTS
     )
-    outbound = await transport.settle(outbound, transport.REQUEST_THREADS)
-    stream = transport.stream_of(outbound, transport.REQUEST_THREADS)
+    outbound = await event_stream.settle(outbound, event_stream.REQUEST_THREADS)
+    stream = event_stream.stream_of(outbound, event_stream.REQUEST_THREADS)
     if stream is not None:
-        return StreamingHttpResponse(stream, headers={**outbound.headers, **transport.SSE_HEADERS})
+        return StreamingHttpResponse(
+            stream, headers={**outbound.headers, **event_stream.SSE_HEADERS}
+        )
     response = HttpResponse(outbound.body, status=outbound.status)
     if not outbound.body:
         del response["Content-Type"]

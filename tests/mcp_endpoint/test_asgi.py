@@ -12,7 +12,7 @@ import pytest
 from django.conf import settings
 from django.db import connections
 
-from mcp_endpoint import asgi, keys, transport
+from mcp_endpoint import admission, asgi, keys
 from nodespecs import registry, snapshots
 from tests.mcp_endpoint.helpers import CAPABILITIES_KEY, MODERN, VERSION_KEY, make_key
 
@@ -51,7 +51,7 @@ def test_a_request_on_a_worker_thread_brings_the_registry_up_to_date(key, monkey
     due = snapshots.TABLE_CHECK_SECONDS - snapshots.CHECK_MARGIN_SECONDS / 2
     monkeypatch.setattr(registry._snapshot, "_checked_at", time.monotonic() - due)
     assert registry.needs_database()
-    assert asgi._work(tools_list_arguments(key), transport.handle_request).status == 200
+    assert asgi._work(tools_list_arguments(key), admission.handle_request).status == 200
     assert not registry.needs_database()
 
 
@@ -59,11 +59,11 @@ def test_the_host_check_follows_allowed_hosts(key, settings):
     """The ASGI path checks Host itself (Django does not see the request)."""
     arguments = tools_list_arguments(key)
     arguments["headers"]["host"] = "evil.example"
-    assert asgi._work(arguments, transport.handle_request).status == 400
+    assert asgi._work(arguments, admission.handle_request).status == 400
     settings.ALLOWED_HOSTS = ["evil.example"]
-    assert asgi._work(arguments, transport.handle_request).status == 200
+    assert asgi._work(arguments, admission.handle_request).status == 200
     settings.ALLOWED_HOSTS = ["localhost"]
-    assert asgi._work(arguments, transport.handle_request).status == 400
+    assert asgi._work(arguments, admission.handle_request).status == 400
 
 
 @pytest.mark.django_db(transaction=True)
@@ -73,16 +73,16 @@ def test_a_key_forgotten_between_the_check_and_the_answer_is_answered_on_a_threa
     key = make_key()
     arguments = tools_list_arguments(key)
     assert (
-        asgi._work(arguments, transport.handle_request).status == 200
+        asgi._work(arguments, admission.handle_request).status == 200
     )  # key remembered, snapshots fresh
-    checked = transport.answers_without_database
+    checked = admission.answers_without_database
 
     def check_then_forget(method, headers, body):
         in_loop = checked(method, headers, body)
         keys._remembered.clear()
         return in_loop
 
-    monkeypatch.setattr(transport, "answers_without_database", check_then_forget)
+    monkeypatch.setattr(admission, "answers_without_database", check_then_forget)
     # A pool of its own, so that its thread's database connection is closed afterwards.
     pool = ThreadPoolExecutor(max_workers=1)
     monkeypatch.setattr(asgi, "_POOL", pool)
@@ -92,7 +92,7 @@ def test_a_key_forgotten_between_the_check_and_the_answer_is_answered_on_a_threa
                 arguments,
                 headers=arguments["headers"],
                 body=arguments["body"],
-                handler=transport.handle_request,
+                handler=admission.handle_request,
             )
         )
     finally:
@@ -110,7 +110,7 @@ def test_requests_answered_in_the_loop_share_their_redis_connections(key):
 
     arguments = tools_list_arguments(key)
     assert (
-        asgi._work(arguments, transport.handle_request).status == 200
+        asgi._work(arguments, admission.handle_request).status == 200
     )  # key remembered, snapshots fresh
     server = redis.Redis.from_url(settings.REDIS_URL)
 
@@ -123,7 +123,7 @@ def test_requests_answered_in_the_loop_share_their_redis_connections(key):
                 arguments,
                 headers=arguments["headers"],
                 body=arguments["body"],
-                handler=transport.handle_request,
+                handler=admission.handle_request,
             )
             return outbound.status
 
