@@ -1,0 +1,182 @@
+"""stdio through the protocol core, in process: a workflow call streams its progress, a call
+may ask the client for input (its answer comes back as a line), requests are answered
+concurrently, and the connection's runs end with it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from mcp import types
+
+from graphs.models import Run
+from mcp_endpoint.dispatch import EXTRA_TOOLS, ExtraTool
+from mcp_endpoint.interaction import InputRequest
+from mcp_endpoint.stdio import serve
+from tests.graphs.conftest import import_file
+
+pytestmark = pytest.mark.timeout(60)
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "tests", "version": "1"},
+    },
+}
+
+
+class Client:
+    """The other end of the pipe: lines go in as the test sends them, answers are kept."""
+
+    def __init__(self) -> None:
+        self.incoming: asyncio.Queue[str] = asyncio.Queue()
+        self.received: list[dict[str, Any]] = []
+        self.arrived = asyncio.Event()
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.incoming.put_nowait(json.dumps(message) + "\n")
+
+    def close(self) -> None:
+        self.incoming.put_nowait("")
+
+    async def read_line(self) -> str:
+        return await self.incoming.get()
+
+    def write_line(self, line: str) -> None:
+        self.received.append(json.loads(line))
+        self.arrived.set()
+
+    async def wait_for(self, found, timeout: float = 20) -> dict[str, Any]:
+        """The first message received for which `found(message)` holds."""
+        async with asyncio.timeout(timeout):
+            while True:
+                for message in self.received:
+                    if found(message):
+                        return message
+                self.arrived.clear()
+                await self.arrived.wait()
+
+
+def answer_to(request_id: Any):
+    return lambda message: message.get("id") == request_id and "method" not in message
+
+
+@pytest.fixture
+def loops(transactional_db):
+    return import_file("loops.yaml")
+
+
+def test_a_workflow_call_streams_its_progress_then_its_result(loops):
+    async def scenario() -> list[dict[str, Any]]:
+        client = Client()
+        serving = asyncio.create_task(serve(client.read_line, client.write_line))
+        client.send(INITIALIZE)
+        await client.wait_for(answer_to(0))
+        client.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {
+                    "name": "sum_to",
+                    "arguments": {"n": 3},
+                    "_meta": {"progressToken": "p"},
+                },
+            }
+        )
+        await client.wait_for(answer_to(1))
+        client.close()
+        await serving
+        return client.received
+
+    received = asyncio.run(scenario())
+
+    progress = [m for m in received if m.get("method") == "notifications/progress"]
+    response = next(m for m in received if m.get("id") == 1)
+    assert [p["params"]["progress"] for p in progress] == list(range(1, len(progress) + 1))
+    assert len(progress) >= 4  # entry, three steps, the switch and the exit report as they end
+    assert received.index(progress[-1]) < received.index(response)
+    assert response["result"]["structuredContent"] == {"sum": 6, "steps": 3}
+    run = Run.objects.get()
+    assert run.status == Run.Status.SUCCEEDED
+    assert run.caller == "stdio"
+    assert run.session_id.startswith("stdio:")
+
+
+@pytest.fixture
+def asks_for_a_name():
+    """A tool that asks its client for a name midway (elicitation), then greets it."""
+
+    def handler(arguments: dict[str, Any], context: Any):
+        schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+        answers = yield [
+            InputRequest(
+                "name", "elicitation/create", {"message": "Your name?", "requestedSchema": schema}
+            )
+        ]
+        name = answers["name"]["content"]["name"]
+        return types.CallToolResult(content=[types.TextContent(type="text", text=f"Hi {name}")])
+
+    tool = types.Tool(name="greet", input_schema={"type": "object"})
+    EXTRA_TOOLS["greet"] = ExtraTool(tool, handler)
+    yield
+    del EXTRA_TOOLS["greet"]
+
+
+def test_a_call_asks_the_client_over_stdio_while_other_requests_are_answered(
+    transactional_db, asks_for_a_name
+):
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any], list[int]]:
+        client = Client()
+        serving = asyncio.create_task(serve(client.read_line, client.write_line))
+        client.send(INITIALIZE)
+        await client.wait_for(answer_to(0))
+        client.send(
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "greet"}}
+        )
+        asked = await client.wait_for(lambda m: m.get("method") == "elicitation/create")
+        # While the call waits for its answer, another request is answered.
+        client.send({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+        await client.wait_for(answer_to(2))
+        order = [m.get("id") for m in client.received if "method" not in m]
+        client.send(
+            {
+                "jsonrpc": "2.0",
+                "id": asked["id"],
+                "result": {"action": "accept", "content": {"name": "Ada"}},
+            }
+        )
+        greeted = await client.wait_for(answer_to(1))
+        client.close()
+        await serving
+        return asked, greeted, order
+
+    asked, greeted, order = asyncio.run(scenario())
+
+    assert asked["params"]["message"] == "Your name?"
+    assert order == [0, 2]  # the ping was answered while the call waited
+    assert greeted["result"]["content"][0]["text"] == "Hi Ada"
+
+
+def test_requests_before_initialize_are_refused_saying_what_to_send(transactional_db):
+    async def scenario() -> list[dict[str, Any]]:
+        client = Client()
+        client.send({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        client.send({"not": "json-rpc"})
+        client.incoming.put_nowait("{oops\n")
+        client.close()
+        await serve(client.read_line, client.write_line)
+        return client.received
+
+    received = asyncio.run(scenario())
+
+    messages = sorted(m["error"]["message"] for m in received)
+    assert any(m.startswith("Send initialize first") for m in messages)
+    assert any(m.startswith("Parse error") for m in messages)
+    assert any(m.startswith("Invalid Request") for m in messages)
