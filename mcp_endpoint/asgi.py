@@ -215,7 +215,7 @@ async def sse_app(scope: Scope, receive: Receive, send: Send) -> None:
             body=None,
             handler=admission.handle_request,
         )
-        stream = sse.stream(outbound.channel) if outbound.channel else None
+        stream = sse.stream(outbound.channel, _threads()) if outbound.channel else None
         await _respond(outbound, stream, receive, send)
         return
     query = parse_qs(scope.get("query_string", b"").decode("latin-1"))

@@ -69,8 +69,9 @@ def session_get(session_id: str, *, owner: str) -> Session | None:
 def session_end(session_id: str, *, reason: str) -> None:
     """End a session, and cancel the workflow runs its calls started: their answers have
     nowhere to go (`reason` is recorded on each run)."""
-    cache.delete(_PREFIX + session_id)
+    # Runs first: should that fail, the session is still there for the client to end again.
     session_runs_cancel(session_id=session_id, reason=reason)
+    cache.delete(_PREFIX + session_id)
 
 
 # The client's answers to requests the server sent on a call's event stream.

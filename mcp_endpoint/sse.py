@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from functools import partial
 
-from asgiref.sync import sync_to_async
 from mcp import types
 
 from graphs.follow import Threads
@@ -38,7 +38,7 @@ def open_stream(inbound: http_messages.Inbound) -> http_messages.Outbound:
     return http_messages.Outbound(200, channel=sessions.channel_open(inbound.caller.identity))
 
 
-async def stream(channel_id: str) -> AsyncIterator[bytes]:
+async def stream(channel_id: str, threads: Threads) -> AsyncIterator[bytes]:
     """The stream's events: `endpoint` first, then every message relayed to it, with
     keep-alive comments between; when it ends (the client left), its session ends too."""
     try:
@@ -48,7 +48,9 @@ async def stream(channel_id: str) -> AsyncIterator[bytes]:
             while True:
                 yield await inbox(KEEPALIVE_SECONDS) or b": keep-alive\n\n"
     finally:
-        await sync_to_async(sessions.channel_end)(channel_id)
+        # On the app's threads, whose database connections are looked after (ending the
+        # session cancels its runs, a query).
+        await threads.short(partial(sessions.channel_end, channel_id))
 
 
 def accept_message(
