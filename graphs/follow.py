@@ -10,11 +10,11 @@ It chooses once, by `EXECUTION_MODE`:
   look at a time (`control.run_check`) on `threads.short`.
 
 It yields `RunStarted` (with the run's id, and again when its status changes), a
-`NodeFinished` per finished node when the request asks for them, and ends with the run's
-`RunOutcome`. A call that cannot run raises `WorkflowCallError` and records nothing. A caller
-that stops listening early (it gave up waiting, or its client went away) stops the watching
-only: the run goes on, and ends in the history; cancelling it is the caller's decision
-(`control.run_cancel`).
+`NodeFinished` per finished node when the request asks for them, and ends with `RunEnded`
+(the run's `RunOutcome`). A call that cannot run raises `WorkflowCallError` and records
+nothing. A caller that stops listening early (it gave up waiting, or its client went away)
+stops the watching only: the run goes on, and ends in the history; cancelling it is the
+caller's decision (`control.run_cancel`).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from django.conf import settings
 
 from graphs.control import POLL_FIRST_SECONDS, next_pause, run_check, run_enqueue, run_result_keep
 from graphs.models import Run
+from graphs.recorder import Progress
 from graphs.runs import RunOutcome, RunRequest, WorkflowCallError, workflow_call
 
 logger = logging.getLogger(__name__)
@@ -64,7 +65,16 @@ class NodeFinished:
     message: str
 
 
-RunEvent = RunStarted | NodeFinished | RunOutcome
+@dataclass(frozen=True)
+class RunEnded:
+    """The run's outcome, and what the follower's `shape` made of it (None without one)."""
+
+    outcome: RunOutcome
+    shaped: Any = None
+
+
+RunEvent = RunStarted | NodeFinished | RunEnded
+Shape = Callable[[RunOutcome], Any]
 
 # What the run's side posts to the follower: an event, or why the call could not run.
 _Posted = RunEvent | WorkflowCallError
@@ -76,13 +86,16 @@ async def run_follow(
     *,
     report_nodes: bool = False,
     keep_result: bool = False,
+    shape: Shape | None = None,
 ) -> AsyncGenerator[RunEvent, None]:
-    """The events of a call's run until its outcome (see the module docstring).
+    """The events of a call's run until it ends (see the module docstring).
 
     `report_nodes` asks for a `NodeFinished` per node (else a run does not wake the event
     loop, nor query when queued, per node); `keep_result` keeps a direct run's whole result
     where another process can fetch it later (`control.run_result`), for a caller that may
-    come back for it (an MCP task)."""
+    come back for it (an MCP task). `shape(outcome)` is computed where the run ended, on a
+    thread (the run's own when direct), and comes with `RunEnded`: work that grows with the
+    result then needs no further hop to a thread."""
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue[_Posted] = asyncio.Queue()
 
@@ -92,9 +105,9 @@ async def run_follow(
             loop.call_soon_threadsafe(inbox.put_nowait, item)
 
     if settings.EXECUTION_MODE == "queued":
-        producer = asyncio.ensure_future(_queued(request, post, threads, report_nodes))
+        producer = asyncio.ensure_future(_queued(request, post, threads, report_nodes, shape))
     else:
-        direct = partial(_direct, request, post, report_nodes, keep_result)
+        direct = partial(_direct, request, post, report_nodes, keep_result, shape)
         producer = asyncio.ensure_future(threads.run(direct))
     try:
         while True:
@@ -102,7 +115,7 @@ async def run_follow(
             if isinstance(item, WorkflowCallError):
                 raise item
             yield item
-            if isinstance(item, RunOutcome):
+            if isinstance(item, RunEnded):
                 return
     finally:
         if settings.EXECUTION_MODE == "queued":
@@ -114,6 +127,7 @@ def _direct(
     post: Callable[[_Posted], None],
     report_nodes: bool,
     keep_result: bool,
+    shape: Shape | None,
 ) -> None:
     """Execute the run in this thread (direct mode), posting what happens."""
 
@@ -135,11 +149,29 @@ def _direct(
         return
     if keep_result and outcome.succeeded:
         run_result_keep(outcome.run_id, outcome.result)
-    post(outcome)
+    post(_ended(outcome, shape))
+
+
+def _ended(outcome: RunOutcome, shape: Shape | None) -> RunEnded:
+    return RunEnded(outcome, shape(outcome) if shape is not None else None)
+
+
+def _look(
+    run_id: int, reported: int, progress: Progress | None, shape: Shape | None
+) -> tuple[RunOutcome | RunEnded, int]:
+    """One look at a queued run: how it stands, shaped once it has ended."""
+    outcome, reported = run_check(run_id, reported, progress)
+    if outcome.status in Run.FINISHED:
+        return _ended(outcome, shape), reported
+    return outcome, reported
 
 
 async def _queued(
-    request: RunRequest, post: Callable[[_Posted], None], threads: Threads, report_nodes: bool
+    request: RunRequest,
+    post: Callable[[_Posted], None],
+    threads: Threads,
+    report_nodes: bool,
+    shape: Shape | None,
 ) -> None:
     """Send the run to the workers (queued mode) and watch it until it ends."""
     try:
@@ -157,17 +189,17 @@ async def _queued(
         await asyncio.sleep(pause)
         pause = next_pause(pause)
         try:
-            outcome, reported = await threads.short(
-                partial(run_check, run_id, reported, progress if report_nodes else None)
+            looked, reported = await threads.short(
+                partial(_look, run_id, reported, progress if report_nodes else None, shape)
             )
         except Exception:
             # The run goes on in its worker whatever befell this look (the database was
             # unreachable for a moment): look again, until the follower gives up.
             logger.exception("Looking at queued run %s failed; looking again", run_id)
             continue
-        if outcome.status in Run.FINISHED:
-            post(outcome)
+        if isinstance(looked, RunEnded):
+            post(looked)
             return
-        if outcome.status != status:
-            status = outcome.status
+        if looked.status != status:
+            status = looked.status
             post(RunStarted(run_id, status))

@@ -8,7 +8,6 @@ done in the event loop.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from functools import lru_cache
 from typing import TypeVar
@@ -102,8 +101,9 @@ def handle_request(
 def answers_without_database(method: str, headers: dict[str, str], body: bytes | None) -> bool:
     """Whether `handle_request` can run in the event loop: the caller's key is remembered
     (or no key is sent), the catalog and workflow snapshots are fresh, and the request
-    neither runs a workflow nor ends a session (which cancels its runs), so no query will be
-    made."""
+    neither reads nor cancels a run nor ends a session (which cancels its runs), so no query
+    will be made. A workflow's `tools/call` makes none here: its run starts on the reply's
+    threads (graphs/follow.py)."""
     raw = presented_key(headers)
     return (
         method != "DELETE"
@@ -114,21 +114,11 @@ def answers_without_database(method: str, headers: dict[str, str], body: bytes |
     )
 
 
-_TOOL_NAME = re.compile(rb'"name"\s*:\s*"([^"]*)"')
-
-
 def _touches_runs(body: bytes | None) -> bool:
-    """Whether a body may start, cancel or read a workflow run (a workflow's `tools/call`,
-    `notifications/cancelled`, a `tasks/*` request), all of which query the database.
-    Errs towards yes: a wrong yes costs a thread hop, a wrong no would block the loop."""
-    if body and (b"notifications/cancelled" in body or b"tasks/" in body):
-        return True
-    if not body or b"tools/call" not in body:
-        return False
-    names = _TOOL_NAME.findall(body)
-    if len(names) != 1 or b"\\" in names[0]:
-        return True
-    return names[0].decode("utf-8", "replace") in toolset.workflow_tools()
+    """Whether a body may cancel or read a workflow run (`notifications/cancelled`, a
+    `tasks/*` request), which queries the database. Errs towards yes: a wrong yes costs a
+    thread hop, a wrong no would block the loop."""
+    return body is not None and (b"notifications/cancelled" in body or b"tasks/" in body)
 
 
 def body_too_large(declared_length: str | None) -> bool:

@@ -29,7 +29,7 @@ from django.core.exceptions import SynchronousOnlyOperation
 from django.db import close_old_connections
 
 from graphs.follow import Threads
-from graphs.toolset import refresh_workflow_tools
+from graphs.toolset import refresh_workflow_tools, workflow_tools
 from mcp_endpoint import admission, event_stream, http_messages, sse
 from mcp_endpoint.tools import TOOLS
 from nodespecs.registry import refresh_registry
@@ -143,11 +143,12 @@ def _in_loop(
     handler: Callable[..., Result],
 ) -> Result | None:
     """The answer, when it can be made without a query and at a small fixed cost; else None."""
-    if not _fixed_cost(arguments.get("body"), body):
-        return None
     # A legacy SSE message (`sse.answer`) is always a POST.
     method = arguments.get("method", "POST")
+    # First: `_fixed_cost` reads the workflow snapshot, which must then be fresh.
     if not admission.answers_without_database(method, headers, body):
+        return None
+    if not _fixed_cost(arguments.get("body"), body):
         return None
     try:
         return handler(**arguments)
@@ -173,7 +174,10 @@ def _fixed_cost(received: bytes | None, message: bytes | None) -> bool:
     if b"tools/call" not in message:
         return True
     names = [name.decode("utf-8", "replace") for name in _TOOL_NAME.findall(message)]
-    return bool(names) and all(name in TOOLS and TOOLS[name].fixed_cost for name in names)
+    # A workflow's call only starts here: its run goes on the reply's threads.
+    return bool(names) and all(
+        TOOLS[name].fixed_cost if name in TOOLS else name in workflow_tools() for name in names
+    )
 
 
 def _threads() -> Threads:

@@ -15,7 +15,6 @@ serves.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable, Hashable
 from dataclasses import dataclass, field
 from functools import partial
@@ -29,6 +28,7 @@ from pydantic import ValidationError
 from graphs.follow import Threads
 from mcp_endpoint import client_requests, dispatch, task_extension, workflow_calls
 from mcp_endpoint.dispatch import LOG_LEVELS, CallContext
+from mcp_endpoint.encoding import encode_json
 from mcp_endpoint.errors import RpcError
 from mcp_endpoint.interaction import LegacyInteraction
 from mcp_endpoint.workflow_calls import WorkflowCall
@@ -258,16 +258,6 @@ def _serialize(method: str, version: str, result: types.Result) -> dict[str, Any
 # calls an agent makes, and encoding its 4 KB answer cost more than the rest of the request.
 _STATIC_METHODS = frozenset({"tools/list", "prompts/list", "resources/templates/list"})
 _STATIC_RESULTS: dict[tuple[str, str, Any], tuple[Hashable, EncodedResult]] = {}
-
-
-# What json.dumps(value, separators=(",", ":")) would build on every call.
-_ENCODER = json.JSONEncoder(separators=(",", ":"))
-
-
-def encode_json(value: Any) -> bytes:
-    """The JSON of a message as sent over HTTP: compact, ASCII escapes (an echoed lone
-    surrogate such as "\\ud800" must not break the encoding)."""
-    return _ENCODER.encode(value).encode()
 
 
 class EncodedResult(dict[str, Any]):

@@ -20,6 +20,7 @@ from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from graphs.runs import RunRequest
 from graphs.toolset import WorkflowTool, workflow_tools, workflow_tools_token
 from mcp_endpoint import interaction, prompts, resources, task_extension, workflow_answers
+from mcp_endpoint.encoding import json_text
 from mcp_endpoint.errors import RpcError
 from mcp_endpoint.interaction import LegacyInteraction
 from mcp_endpoint.tools import TOOLS, ToolError
@@ -243,7 +244,7 @@ def call_tool(params: types.CallToolRequestParams, context: CallContext) -> Answ
         context.log("warning", structured["warning"])
     context.progress(1, 1, f"{tool.name} finished")
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(structured, ensure_ascii=False))],
+        content=[types.TextContent(type="text", text=json_text(structured))],
         structured_content=structured,
     )
 

@@ -9,7 +9,6 @@ follows a reply that does not stream to its one response.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -22,6 +21,7 @@ from graphs import toolset
 from graphs.follow import Threads
 from mcp_endpoint import http_messages
 from mcp_endpoint.core import Reply
+from mcp_endpoint.encoding import encode_json
 from nodespecs.registry import GENERATION_KEY
 
 KEEPALIVE_SECONDS = 15
@@ -47,7 +47,7 @@ REQUEST_THREADS = Threads(short=_in_request_thread, run=_in_request_thread)
 
 
 def _sse(message: dict[str, Any]) -> bytes:
-    return b"event: message\ndata: " + json.dumps(message, separators=(",", ":")).encode() + b"\n\n"
+    return b"event: message\ndata: " + encode_json(message) + b"\n\n"
 
 
 # What a `subscriptions/listen` kind watches: the cache generation that changes with it, and

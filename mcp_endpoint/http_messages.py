@@ -16,7 +16,8 @@ from typing import Any
 from mcp import types
 from mcp.shared import inbound as envelope
 
-from mcp_endpoint.core import Caller, Reply, encode_json
+from mcp_endpoint.core import Caller, Reply
+from mcp_endpoint.encoding import encode_json
 
 SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = envelope.MCP_PROTOCOL_VERSION_HEADER

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 from mcp import types
 
+from mcp_endpoint.encoding import json_text
 from nodespecs import knowledge
 from nodespecs.registry import current_registry
 
@@ -85,7 +85,7 @@ def read_resource(uri: str) -> list[Any]:
     if "error" in detail:
         raise ResourceNotFound(f"No resource {uri!r}. {detail['error']}")
     canonical = f"{SCHEME}{detail['node_type']}/{detail['subtype']}"
-    return [types.TextResourceContents(uri=canonical, mime_type=MIME_TYPE, text=json.dumps(detail))]
+    return [types.TextResourceContents(uri=canonical, mime_type=MIME_TYPE, text=json_text(detail))]
 
 
 def complete_template_argument(name: str, value: str, context: dict[str, Any]) -> list[str]:

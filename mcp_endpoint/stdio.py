@@ -38,6 +38,7 @@ from mcp_endpoint.core import (
     initialize_result,
     negotiate,
 )
+from mcp_endpoint.encoding import json_text
 from mcp_endpoint.errors import RpcError
 from mcp_endpoint.models import Scope
 
@@ -181,7 +182,7 @@ async def serve(read_line: Callable[[], Awaitable[str]], write_line: Callable[[s
     go to `write_line`, one JSON message per line, without the newline."""
 
     def write(message: Message) -> None:
-        write_line(json.dumps(message, separators=(",", ":")))
+        write_line(json_text(message))
 
     with (
         ThreadPoolExecutor(4, thread_name_prefix="stdio") as short,

@@ -206,6 +206,9 @@ TOOLS: dict[str, ToolDefinition] = {
                 "required": ["nodes"],
             },
             handler=_get_node_details,
+            # Exact names of a few nodes are lookups; more nodes, or a misspelt name, are
+            # sent on to a thread by the service itself (knowledge.not_in_event_loop).
+            fixed_cost=True,
         ),
         ToolDefinition(
             name="search_nodes",

@@ -20,6 +20,7 @@ from graphs.control import run_cancel_request
 from graphs.models import Run
 from graphs.runs import RunOutcome
 from graphs.toolset import WorkflowTool, workflow_tools
+from mcp_endpoint.encoding import json_text
 
 RUN_ID_META = "io.switchyard/runId"
 
@@ -114,7 +115,7 @@ def outcome_result(
                 f"Workflow {name!r} returned a value that does not match its outputSchema "
                 f"({problem.message}); fix the exit's input or the schema (run {outcome.run_id})."
             )
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = value if isinstance(value, str) else json_text(value)
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)],
         structured_content=structured,

@@ -124,6 +124,9 @@ async def follow(call: WorkflowCall, threads: Threads) -> AsyncIterator[Message]
         threads,
         report_nodes=call.progress_token is not None,
         keep_result=call.may_become_task,
+        # Checking the result against the outputSchema and serialising it grow with the
+        # result, which a caller's arguments can make large: done on the run's thread.
+        shape=partial(_outcome_response, call),
     )
     loop = asyncio.get_running_loop()
     now = loop.time()
@@ -147,9 +150,7 @@ async def follow(call: WorkflowCall, threads: Threads) -> AsyncIterator[Message]
                 elif isinstance(event, RunStarted):
                     started = event
                 else:
-                    # Checking the result against the outputSchema and serialising it grow
-                    # with the result, which a caller's arguments can make large.
-                    response = await threads.short(partial(_outcome_response, call, event))
+                    response = event.shaped
         yield response
     finally:
         await events.aclose()

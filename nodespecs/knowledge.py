@@ -8,10 +8,12 @@ not in the database.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import SynchronousOnlyOperation
 
 from nodespecs.names import UnknownNodeType, resolve_node_type
 from nodespecs.registry import Registry, current_registry
@@ -31,10 +33,25 @@ MAX_NODES_PER_CALL = 50
 MAX_APPROXIMATE_PER_CALL = 5
 #: Names suggested for a node that was not found.
 MAX_SUGGESTIONS = 5
+#: Nodes of one get_node_details call described in a thread that runs an event loop: exact
+#: names are dictionary lookups, but each description is copied and encoded.
+EVENT_LOOP_NODES = 5
 
 
 class KnowledgeError(ValueError):
     """A request the service cannot answer; the message says how to fix it."""
+
+
+def not_in_event_loop(work: str) -> None:
+    """Refuse `work`, whose cost grows with what the caller sent, in a thread running an
+    event loop, where it would hold up every other request. Raises Django's
+    `SynchronousOnlyOperation`, on which the ASGI app does the whole request again on a
+    worker thread (mcp_endpoint/asgi.py)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise SynchronousOnlyOperation(f"{work} is not done in the event loop.")
 
 
 @dataclass(frozen=True)
@@ -130,6 +147,8 @@ def get_node_details(
         if isinstance(request, dict):
             for field in ("node_type", "subtype"):
                 _check_name_length(f"nodes[{position}].{field}", request.get(field))
+    if len(nodes) > EVENT_LOOP_NODES:
+        not_in_event_loop(f"Describing more than {EVENT_LOOP_NODES} nodes")
     registry = registry or current_registry()
     results = []
     approximations = 0
@@ -154,6 +173,7 @@ def get_node_details(
         resolution = registry.resolver.resolve(raw_type, raw_subtype, approximate=False)
         approximated = resolution.key is None and approximations < MAX_APPROXIMATE_PER_CALL
         if approximated:
+            not_in_event_loop("Matching a name that is not exact")
             approximations += 1
             resolution = registry.resolver.resolve(raw_type, raw_subtype)
         if resolution.key is None:

@@ -53,7 +53,7 @@ def test_a_call_returns_text_and_structured_content_and_records_the_run(client, 
         modern(client, "tools/call", {"name": "sum_to", "arguments": {"n": 4}}, key=key)
     )
     assert answer["structuredContent"] == {"sum": 10, "steps": 4}
-    assert answer["content"][0]["text"] == '{"sum": 10, "steps": 4}'
+    assert answer["content"][0]["text"] == '{"sum":10,"steps":4}'
     assert not answer.get("isError")
     run = Run.objects.get(pk=answer["_meta"]["io.switchyard/runId"])
     assert run.status == Run.Status.SUCCEEDED

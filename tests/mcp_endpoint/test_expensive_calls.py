@@ -3,20 +3,24 @@ limit, the same over /mcp and REST, and never answered in the event loop."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
 import pytest
 from django.conf import settings
+from django.core.exceptions import SynchronousOnlyOperation
 
-from mcp_endpoint import asgi
+from mcp_endpoint import admission, asgi
 from nodespecs.knowledge import (
+    EVENT_LOOP_NODES,
     MAX_NAME_CHARACTERS,
     KnowledgeError,
     get_node_details,
     get_node_types,
     search_nodes,
 )
+from tests.graphs.conftest import import_file
 from tests.mcp_endpoint.helpers import auth_headers, envelope, modern
 
 MAX_QUERY_CHARACTERS = settings.KNOWLEDGE_MAX_QUERY_CHARACTERS
@@ -181,7 +185,6 @@ def test_fixed_cost_requests_are_answered_in_the_loop(body):
     "body",
     [
         tools_call("search_nodes", {"query": "send an email"}),
-        tools_call("get_node_details", {"nodes": [{"node_type": "ACTION", "subtype": "IF"}]}),
         tools_call("some_workflow", {}),
         # A second name, or a name written with escapes, is not taken for get_node_types.
         tools_call("get_node_types", {}, name2="x").replace("name2", "name"),
@@ -192,8 +195,71 @@ def test_fixed_cost_requests_are_answered_in_the_loop(body):
         json.dumps({"method": "ping", "params": {"pad": "x" * asgi.INLINE_BODY_BYTES}}),
     ],
 )
-def test_requests_whose_cost_grows_with_the_caller_go_to_a_thread(body):
+def test_requests_whose_cost_grows_with_the_caller_go_to_a_thread(db, body):
     assert not asgi._fixed_cost(body.encode(), body.encode())
+
+
+def test_node_details_decline_costly_work_in_an_event_loop_and_do_it_on_a_thread(registry):
+    """get_node_details may start in the loop (a few exact names are lookups), but refuses a
+    misspelt name, or more than a few nodes, there; the ASGI app then answers on a thread."""
+    exact = [{"node_type": "ACTION", "subtype": "HTTP_REQUEST"}]
+    misspelt = [{"node_type": "ACTION", "subtype": "HTTP_REQEST"}]
+    many = exact * (EVENT_LOOP_NODES + 1)
+
+    async def in_the_loop(nodes):
+        return get_node_details(nodes, registry=registry)
+
+    assert asyncio.run(in_the_loop(exact))[0]["subtype"] == "HTTP_REQUEST"
+    for nodes in (misspelt, many):
+        with pytest.raises(SynchronousOnlyOperation):
+            asyncio.run(in_the_loop(nodes))
+    corrected = get_node_details(misspelt, registry=registry)[0]
+    assert corrected["subtype"] == "HTTP_REQUEST"
+    assert len(get_node_details(many, registry=registry)) == EVENT_LOOP_NODES + 1
+
+
+def test_over_the_asgi_app_a_misspelt_name_is_answered_on_a_thread(key, loaded_catalog):
+    body = tools_call(
+        "get_node_details", {"nodes": [{"node_type": "ACTION", "subtype": "HTTP_REQEST"}]}
+    ).encode()
+    headers = {
+        "host": "localhost",
+        "content-type": "application/json",
+        "accept": "application/json",
+        "authorization": f"Bearer {key}",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": "get_node_details",
+    }
+    arguments = {
+        "method": "POST",
+        "headers": headers,
+        "raw_headers": list(headers.items()),
+        "body": body,
+        "client_address": "127.0.0.1",
+    }
+    assert asgi._fixed_cost(body, body)
+
+    async def answer():
+        return await asgi._run(
+            arguments, headers=arguments["headers"], body=body, handler=admission.handle_request
+        )
+
+    outbound = asyncio.run(answer())
+    result = json.loads(outbound.body)["result"]
+    assert result["structuredContent"]["nodes"][0]["subtype"] == "HTTP_REQUEST"
+    assert "HTTP_REQEST" in result["structuredContent"]["nodes"][0]["warning"]
+
+
+def test_a_small_workflow_call_starts_in_the_loop(db):
+    """Its run goes on the reply's threads (graphs/follow.py): answering the request itself
+    only wraps the call. A large body still goes to a thread."""
+    import_file("loops.yaml")
+    small = tools_call("sum_to", {"n": 3})
+    large = tools_call("sum_to", {"n": 3, "pad": "x" * asgi.INLINE_BODY_BYTES})
+
+    assert asgi._fixed_cost(small.encode(), small.encode())
+    assert not asgi._fixed_cost(large.encode(), large.encode())
 
 
 def test_a_legacy_sse_post_is_admitted_in_the_loop_only_when_small():

@@ -15,6 +15,9 @@ class Command(BaseCommand):
     def handle(self, *args: object, **options: object) -> None:
         # stdout carries the protocol; logs go to stderr only.
         logging.getLogger().handlers = [logging.StreamHandler(sys.stderr)]
+        # MCP's stdio messages are UTF-8, whatever the locale says.
+        sys.stdin.reconfigure(encoding="utf-8")  # type: ignore[union-attr]
+        sys.stdout.reconfigure(encoding="utf-8")  # type: ignore[union-attr]
 
         def write_line(line: str) -> None:
             sys.stdout.write(line + "\n")

@@ -1,0 +1,35 @@
+"""The JSON of the endpoint's messages, encoded by orjson.
+
+Encoding a tool's answer was the largest single cost of a knowledge call (a `get_node_details`
+answer is encoded twice: as the text content, then within the response); orjson does it
+several times faster than the standard library (docs/benchmarks.md). What orjson refuses (a
+lone surrogate echoed from a caller's input, an integer beyond 64 bits, a key that is not a
+string) is encoded by the standard library instead, with ASCII escapes, so any message that
+could be sent before still can.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+# What json.dumps(value, separators=(",", ":")) builds, without re-creating it on every call.
+_FALLBACK = json.JSONEncoder(separators=(",", ":"))
+
+
+def encode_json(value: Any) -> bytes:
+    """The JSON of a message as sent: compact UTF-8."""
+    try:
+        return orjson.dumps(value)
+    except (orjson.JSONEncodeError, TypeError):
+        return _FALLBACK.encode(value).encode()
+
+
+def json_text(value: Any) -> str:
+    """The JSON of a value as the text of a tool result."""
+    try:
+        return orjson.dumps(value).decode()
+    except (orjson.JSONEncodeError, TypeError):
+        return _FALLBACK.encode(value)
