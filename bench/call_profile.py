@@ -1,0 +1,130 @@
+"""Where one workflow call's time goes, in process: `python bench/call_profile.py`.
+
+    .venv/bin/python bench/call_profile.py                       # chain10, 400 calls
+    .venv/bin/python bench/call_profile.py --workflow count_files --calls 200
+
+Needs PostgreSQL (DATABASE_URL, default postgresql://postgres@127.0.0.1:5432/switchyard_profile,
+created if missing) and, for count_files, the filesystem server the install script caches
+(`bash .ci/install-mcp-peers.sh`). Runs `graphs.runs.workflow_call` in this process, with the
+history written as in production, and times each SQL statement (Django's `execute_wrapper`),
+the engine (`graphs.runs.execute`), the batched rows (`recorder.write_rows`) and downstream
+calls (`mcp_client.call_tool`). Prints the call's p50 and each part's median per call; what
+the parts do not cover is Python around them (docs/benchmarks.md, "where a short call's time
+goes").
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import secrets
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.graphs import PEERS_HOME, _ensure_database  # noqa: E402
+
+DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/switchyard_profile"
+COUNTED_FILES = 7
+
+
+def _graph_file(workflow: str, workdir: Path) -> tuple[Path, dict[str, Any]]:
+    """The graph file holding `workflow`, and the arguments to call it with."""
+    if workflow == "count_files":
+        counting = workdir / "tests" / "counting"
+        counting.mkdir(parents=True)
+        for index in range(COUNTED_FILES):
+            (counting / f"file{index}.txt").write_text("x")
+        path = workdir / "count_files.yaml"
+        path.write_text((ROOT / "tests/graphs/engine/count_files.yaml").read_text())
+        return path, {"directory": str(counting)}
+    return ROOT / "bench/graph_files/loop.yaml", {"x": 1} if workflow == "chain10" else {}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workflow", default="chain10")
+    parser.add_argument("--calls", type=int, default=400)
+    options = parser.parse_args()
+    database_url = os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL)
+    _ensure_database(database_url)
+    os.environ.update(
+        DATABASE_URL=database_url,
+        DJANGO_SETTINGS_MODULE="config.settings",
+        DEBUG="false",
+        SECRET_KEY=secrets.token_urlsafe(40),
+        npm_config_cache=str(PEERS_HOME / "npm-cache"),
+        npm_config_offline="true",
+    )
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+
+    from graphs import recorder
+    from graphs import runs as runs_module
+    from graphs.files import graph_import
+    from graphs.runs import RunRequest, workflow_call
+    from graphs.toolset import workflow_tools
+    from nodespecs import mcp_client
+    from nodespecs.audit import caller_command
+
+    spent: dict[str, list[float]] = collections.defaultdict(list)
+
+    def timed(module: Any, name: str, label: str) -> None:
+        original: Callable[..., Any] = getattr(module, name)
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                spent[label].append((time.perf_counter() - started) * 1000)
+
+        setattr(module, name, wrapper)
+
+    def statement(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            spent[f"SQL {sql.split()[0]}"].append((time.perf_counter() - started) * 1000)
+
+    call_command("migrate", verbosity=0)
+    with tempfile.TemporaryDirectory(prefix="call-profile-") as tmp:
+        path, arguments = _graph_file(options.workflow, Path(tmp))
+        graph_import(text=path.read_text(), base_dir=path.parent, caller=caller_command("bench"))
+        tool = workflow_tools()[options.workflow]
+        request = RunRequest(
+            name=options.workflow, arguments=arguments, version=(tool.version_id, tool.digest)
+        )
+        timed(runs_module, "execute", "engine (its rows' writes and downstream calls included)")
+        timed(recorder, "write_rows", "COPY of finished rows")
+        timed(mcp_client, "call_tool", "downstream call")
+        for _ in range(20):
+            workflow_call(request)
+        spent.clear()
+        totals = []
+        with connection.execute_wrapper(statement):
+            for _ in range(options.calls):
+                started = time.perf_counter()
+                workflow_call(request)
+                totals.append((time.perf_counter() - started) * 1000)
+        mcp_client.close_all()
+    print(f"{options.workflow}: workflow_call p50 {statistics.median(totals):.2f} ms")
+    for label, samples in spent.items():
+        per_call = len(samples) / options.calls
+        print(f"  {label}: {per_call:g} per call, median {statistics.median(samples):.3f} ms")
+
+
+if __name__ == "__main__":
+    main()
