@@ -41,8 +41,10 @@ api = NinjaAPI(
     urls_namespace="api",
     docs_url="/docs",
     description=(
-        "REST access to the node knowledge tools. Send `Authorization: Bearer KEY` or "
-        "`X-API-Key: KEY`; keys carry scopes (tools:read, tools:execute, health:check)."
+        "REST access to the node knowledge tools, the workflows and their runs. Send "
+        "`Authorization: Bearer KEY` or "
+        "`X-API-Key: KEY`; keys carry scopes (tools:read, tools:execute, runs:read, "
+        "health:check)."
     ),
 )
 

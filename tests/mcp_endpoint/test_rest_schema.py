@@ -19,7 +19,7 @@ from tests.mcp_endpoint.helpers import auth_headers, make_key
 
 schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", application)
 
-# Per operation; with 8 operations and 3 callers the whole test stays around ten seconds.
+# Per operation; with 10 operations and 3 callers the whole test stays around ten seconds.
 MAX_EXAMPLES = 25
 
 
