@@ -148,6 +148,12 @@ def runs_read(
                 f"Invalid cursor {cursor[:80]!r}: pass back the next_cursor of the previous "
                 "page unchanged, or leave cursor out for the newest runs."
             ) from None
+    # PostgreSQL holds no text with a NUL character, so no workflow name or caller has one;
+    # it would refuse even to compare with one.
+    if "\x00" in workflow:
+        raise NotFound(f"No workflow named {workflow[:200]!r}: names hold no NUL character.")
+    if "\x00" in caller:
+        return RunsPage(runs=[], next_cursor=None)
     filters = RunFilters(
         workflow_id=_workflow_id(workflow) if workflow else None,
         status=status,

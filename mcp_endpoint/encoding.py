@@ -6,6 +6,10 @@ several times faster than the standard library (docs/benchmarks.md). What orjson
 lone surrogate echoed from a caller's input, an integer beyond 64 bits, a key that is not a
 string) is encoded by the standard library instead, with ASCII escapes, so any message that
 could be sent before still can.
+
+Messages framed by lines (server-sent events, stdio) are sent as ASCII (`encode_json_ascii`):
+raw UTF-8 is valid JSON, but a reader that splits lines on Unicode's separators too (U+2028,
+U+0085, as Python's `str.splitlines` does) would cut a message holding one.
 """
 
 from __future__ import annotations
@@ -25,6 +29,12 @@ def encode_json(value: Any) -> bytes:
         return orjson.dumps(value)
     except (orjson.JSONEncodeError, TypeError):
         return _FALLBACK.encode(value).encode()
+
+
+def encode_json_ascii(value: Any) -> bytes:
+    """The JSON of a message framed by lines: compact, non-ASCII characters escaped."""
+    encoded = encode_json(value)
+    return encoded if encoded.isascii() else _FALLBACK.encode(value).encode()
 
 
 def json_text(value: Any) -> str:

@@ -21,7 +21,7 @@ from graphs import toolset
 from graphs.follow import Threads
 from mcp_endpoint import http_messages
 from mcp_endpoint.core import Reply
-from mcp_endpoint.encoding import encode_json
+from mcp_endpoint.encoding import encode_json_ascii
 from nodespecs.registry import GENERATION_KEY
 
 KEEPALIVE_SECONDS = 15
@@ -47,7 +47,7 @@ REQUEST_THREADS = Threads(short=_in_request_thread, run=_in_request_thread)
 
 
 def _sse(message: dict[str, Any]) -> bytes:
-    return b"event: message\ndata: " + encode_json(message) + b"\n\n"
+    return b"event: message\ndata: " + encode_json_ascii(message) + b"\n\n"
 
 
 # What a `subscriptions/listen` kind watches: the cache generation that changes with it, and

@@ -15,6 +15,7 @@ key that POSTs must be the one that opened the stream.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator
 from functools import partial
@@ -23,6 +24,7 @@ from mcp import types
 
 from graphs.follow import Threads
 from mcp_endpoint import event_stream, http_messages, relay, sessions, streamable_http
+from mcp_endpoint.encoding import encode_json_ascii
 
 logger = logging.getLogger(__name__)
 
@@ -130,5 +132,7 @@ async def deliver(channel_id: str, outbound: http_messages.Outbound, threads: Th
 
 
 async def _single(body: bytes) -> AsyncIterator[bytes]:
+    """A plain JSON answer as one event (in ASCII, as every event: encoding.py)."""
     if body:
-        yield b"event: message\ndata: " + body + b"\n\n"
+        data = body if body.isascii() else encode_json_ascii(json.loads(body))
+        yield b"event: message\ndata: " + data + b"\n\n"

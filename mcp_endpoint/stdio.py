@@ -23,7 +23,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import connections
 from mcp import types
 from mcp.shared import inbound as envelope
 
@@ -38,7 +38,7 @@ from mcp_endpoint.core import (
     initialize_result,
     negotiate,
 )
-from mcp_endpoint.encoding import json_text
+from mcp_endpoint.encoding import encode_json_ascii
 from mcp_endpoint.errors import RpcError
 from mcp_endpoint.models import Scope
 
@@ -56,14 +56,15 @@ def _error(request_id: Any, code: int, message: str, data: Any = None) -> Messag
 
 
 def _on_thread(pool: ThreadPoolExecutor) -> Callable[[Callable[[], T]], Awaitable[T]]:
-    """Run blocking work on `pool`, each piece leaving the thread's database connection
-    usable for the next (Django's request cycle, which would see to it, does not run here)."""
+    """Run blocking work on `pool`, each piece closing the database connection it opened:
+    the pool's threads end with the connection, and nothing else would close theirs (a desktop
+    client's database is mostly SQLite, where connecting costs little)."""
 
     def work(job: Callable[[], T]) -> T:
         try:
             return job()
         finally:
-            close_old_connections()
+            connections.close_all()
 
     loop = asyncio.get_running_loop()
     return lambda job: loop.run_in_executor(pool, work, job)
@@ -182,7 +183,7 @@ async def serve(read_line: Callable[[], Awaitable[str]], write_line: Callable[[s
     go to `write_line`, one JSON message per line, without the newline."""
 
     def write(message: Message) -> None:
-        write_line(json_text(message))
+        write_line(encode_json_ascii(message).decode())
 
     with (
         ThreadPoolExecutor(4, thread_name_prefix="stdio") as short,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mcp_endpoint.encoding import encode_json, json_text
+from mcp_endpoint.encoding import encode_json, encode_json_ascii, json_text
 
 
 @pytest.mark.parametrize(
@@ -27,3 +27,12 @@ def test_every_value_the_standard_library_encodes_is_encoded(value):
 def test_the_encoding_is_compact_utf8():
     assert encode_json({"a": "✓", "b": [1, 2]}) == '{"a":"✓","b":[1,2]}'.encode()
     assert json_text({"a": 1}) == '{"a":1}'
+
+
+@pytest.mark.parametrize("text", ["line\u2028separator", "next\x85line", "héllo", "\ud800"])
+def test_messages_framed_by_lines_are_ascii(text):
+    """A reader splitting lines on Unicode separators too must not cut an event or a line."""
+    encoded = encode_json_ascii({"id": text})
+    assert encoded.isascii()
+    assert len(encoded.decode().splitlines()) == 1
+    assert json.loads(encoded) == {"id": text}

@@ -98,6 +98,19 @@ def test_the_list_filters_by_workflow_status_caller_and_time(client, loops, head
     assert listed(since="2026-11-01t13:00:00.000001z") == [c.pk]  # RFC 3339's lower case
 
 
+def test_a_name_or_caller_with_a_nul_character_matches_nothing(client, loops, headers):
+    """PostgreSQL refuses text with NUL even in a comparison: no 500, as for any unknown name."""
+    add_run("classify", caller="key:one")
+
+    missing = client.get(RUNS, {"workflow": "classify\x00"}, headers=headers)
+    nobody = client.get(RUNS, {"caller": "key:one\x00"}, headers=headers)
+
+    assert missing.status_code == 404
+    assert "No workflow named 'classify\\x00'" in missing.json()["error"]
+    assert nobody.status_code == 200
+    assert nobody.json() == {"runs": [], "next_cursor": None}
+
+
 def test_runs_read_sees_the_runs_of_every_caller(client, loops, headers):
     mine = add_run(caller="key:mine")
     theirs = add_run(caller="key:theirs", at=T0 + timedelta(seconds=1))
