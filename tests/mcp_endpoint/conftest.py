@@ -6,8 +6,13 @@ own database connection, so these tests use committed (transactional) database s
 
 from __future__ import annotations
 
-import pytest
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+from django.db import connections
+
+from mcp_endpoint import asgi
 from tests.mcp_endpoint.helpers import make_key
 
 
@@ -22,3 +27,14 @@ def lenient_client(client):
     """The test client, answering a server error with its 500 instead of raising it."""
     client.raise_request_exception = False
     return client
+
+
+@pytest.fixture
+def worker_thread(monkeypatch) -> Iterator[None]:
+    """One worker thread for the ASGI app, whose database connection is closed afterwards
+    (PostgreSQL will not drop the test database while a thread still holds one)."""
+    pool = ThreadPoolExecutor(max_workers=1)
+    monkeypatch.setattr(asgi, "_POOL", pool)
+    yield
+    pool.submit(connections.close_all).result(timeout=10)
+    pool.shutdown()

@@ -218,7 +218,9 @@ def test_node_details_decline_costly_work_in_an_event_loop_and_do_it_on_a_thread
     assert len(get_node_details(many, registry=registry)) == EVENT_LOOP_NODES + 1
 
 
-def test_over_the_asgi_app_a_misspelt_name_is_answered_on_a_thread(key, loaded_catalog):
+def test_over_the_asgi_app_a_misspelt_name_is_answered_on_a_thread(
+    key, loaded_catalog, worker_thread
+):
     body = tools_call(
         "get_node_details", {"nodes": [{"node_type": "ACTION", "subtype": "HTTP_REQEST"}]}
     ).encode()

@@ -37,9 +37,13 @@ from tests.mcp_endpoint.test_sse import (
     _request,
     _scope,
 )
-from tests.mcp_endpoint.test_sse import worker_thread as worker_thread
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(30)]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.timeout(30),
+    # The app on one worker thread whose database connection is closed afterwards.
+    pytest.mark.usefixtures("worker_thread"),
+]
 
 DELETED = "The client ended its session (DELETE)"
 SSE_CLOSED = "The client closed its SSE stream"

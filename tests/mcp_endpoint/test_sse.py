@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from django.db import connections
 
-from mcp_endpoint import asgi, sessions
+from mcp_endpoint import sessions
 from mcp_endpoint.asgi import sse_app
 from mcp_endpoint.auth import authenticate
 from mcp_endpoint.core import Caller
@@ -23,14 +20,8 @@ WAIT_SECONDS = 10
 
 
 @pytest.fixture(autouse=True)
-def worker_thread(monkeypatch) -> Iterator[None]:
-    """One worker thread for the app, whose database connection is closed afterwards (the
-    test database cannot be dropped while a thread still holds one)."""
-    pool = ThreadPoolExecutor(max_workers=1)
-    monkeypatch.setattr(asgi, "_POOL", pool)
-    yield
-    pool.submit(connections.close_all).result(timeout=WAIT_SECONDS)
-    pool.shutdown()
+def _one_worker_thread(worker_thread) -> None:
+    """Every test here runs the app on the one worker thread of `worker_thread` (conftest)."""
 
 
 @dataclass
