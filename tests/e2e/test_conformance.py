@@ -78,7 +78,7 @@ def test_every_scenario_without_fixtures_passes_by_default(
 
 @pytest.mark.parametrize(
     ("version", "selector"),
-    [("0.1.16", "active"), ("0.2.0", "active"), ("0.2.0", "req:2026-07-28")],
+    [("0.1.16", "all"), ("0.2.0", "active"), ("0.2.0", "req:2026-07-28")],
 )
 def test_with_the_fixtures_the_whole_suite_passes(fixture_server, tmp_path, version, selector):
     result = conformance(fixture_server.url, version, selector, tmp_path)
