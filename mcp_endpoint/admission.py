@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import TypeVar
 
 from django.conf import settings
+from django.core.exceptions import SynchronousOnlyOperation
 from django.http.request import split_domain_port, validate_host
 from mcp import types
 
@@ -43,6 +44,16 @@ def _host_matches(host: str, allowed_hosts: tuple[str, ...]) -> bool:
 Answer = TypeVar("Answer")
 
 
+class AdmittedInLoop(Exception):
+    """A request admitted in the event loop whose answer turned out to need a thread
+    (Django's `SynchronousOnlyOperation`): the ASGI app answers it again on a thread as the
+    caller admitted here, so that it is not counted against the rate limit twice."""
+
+    def __init__(self, caller: Caller):
+        super().__init__(caller.identity)
+        self.caller = caller
+
+
 def _plain(status: int, message: str) -> http_messages.Outbound:
     return http_messages.Outbound(status, {"Content-Type": "text/plain"}, message.encode())
 
@@ -56,12 +67,14 @@ def handle_request(
     client_address: str,
     host: str | None = None,
     answer: Callable[[http_messages.Inbound], Answer] = streamable_http.handle,  # type: ignore[assignment]
+    admitted: Caller | None = None,
 ) -> http_messages.Outbound | Answer:
     """Answer one request; `headers` has lower-cased names; `body` None means it was larger
     than MCP_MAX_BODY_BYTES and was not read; `host` is given when already validated.
 
     `answer` takes the admitted request (Host, Origin, size, key and rate limit checked):
-    the protocol for `/mcp`, the legacy SSE transport's steps for `/sse` and `/messages`."""
+    the protocol for `/mcp`, the legacy SSE transport's steps for `/sse` and `/messages`.
+    `admitted` is the caller of a request already admitted (`AdmittedInLoop`)."""
     if host is None:
         host = headers.get("host", "")
         if not _host_allowed(host):
@@ -89,13 +102,16 @@ def handle_request(
         caller=Caller("", frozenset()),
         raw_headers=raw_headers,
     )
-    caller = admit(inbound.headers, client_address)
+    caller = admitted if admitted is not None else admit(inbound.headers, client_address)
     if isinstance(caller, Refusal):
         return http_messages.error_reply(
             caller.status, types.INVALID_REQUEST, caller.message, headers=caller.headers
         )
     inbound.caller = caller
-    return answer(inbound)
+    try:
+        return answer(inbound)
+    except SynchronousOnlyOperation as exc:
+        raise AdmittedInLoop(caller) from exc
 
 
 def answers_without_database(method: str, headers: dict[str, str], body: bytes | None) -> bool:

@@ -130,7 +130,10 @@ async def _run(
     """Call `handler(**arguments)`: in the event loop when it will make no query (the common
     case, a known key and fresh catalog, is pure computation: a thread hop would cost more
     than the work), else on a worker thread."""
-    answer = _LOOP_CONTEXT.run(_in_loop, arguments, headers, body, handler)
+    try:
+        answer = _LOOP_CONTEXT.run(_in_loop, arguments, headers, body, handler)
+    except admission.AdmittedInLoop as exc:
+        arguments, answer = {**arguments, "admitted": exc.caller}, None
     if answer is not None:
         return answer
     return await asyncio.get_running_loop().run_in_executor(_POOL, _work, arguments, handler)
@@ -153,9 +156,9 @@ def _in_loop(
     try:
         return handler(**arguments)
     except SynchronousOnlyOperation:
-        # The remembered key or a snapshot expired between the check and the answer (the loop
-        # was busy): the rest needs a query, so a thread does it all again. The rate limit
-        # may then count this request twice.
+        # The remembered key expired between the check and the answer (the loop was busy):
+        # admitting it needs a query, so a thread does it all again. An answer that needs a
+        # thread once admitted raises `AdmittedInLoop` instead (see `_run`).
         return None
 
 

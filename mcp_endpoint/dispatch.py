@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from django.core.exceptions import SynchronousOnlyOperation
 from mcp import types
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -234,6 +235,8 @@ def call_tool(params: types.CallToolRequestParams, context: CallContext) -> Answ
         structured = tool.call(params.arguments)
     except ToolError as exc:
         return _tool_error(str(exc))
+    except SynchronousOnlyOperation:
+        raise  # work the event loop must not do: the ASGI app does it on a thread
     except Exception:
         logger.exception("Tool %s failed", tool.name)
         return _tool_error(f"{tool.name} failed on the server; the error is logged. Try again.")

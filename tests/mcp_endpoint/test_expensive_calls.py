@@ -11,7 +11,9 @@ import pytest
 from django.conf import settings
 from django.core.exceptions import SynchronousOnlyOperation
 
+from graphs.toolset import refresh_workflow_tools
 from mcp_endpoint import admission, asgi
+from mcp_endpoint.auth import authenticate
 from nodespecs.knowledge import (
     EVENT_LOOP_NODES,
     MAX_NAME_CHARACTERS,
@@ -20,8 +22,9 @@ from nodespecs.knowledge import (
     get_node_types,
     search_nodes,
 )
+from nodespecs.registry import refresh_registry
 from tests.graphs.conftest import import_file
-from tests.mcp_endpoint.helpers import auth_headers, envelope, modern
+from tests.mcp_endpoint.helpers import auth_headers, envelope, make_key, modern
 
 MAX_QUERY_CHARACTERS = settings.KNOWLEDGE_MAX_QUERY_CHARACTERS
 MAX_QUERY_TERMS = settings.KNOWLEDGE_MAX_QUERY_TERMS
@@ -218,9 +221,15 @@ def test_node_details_decline_costly_work_in_an_event_loop_and_do_it_on_a_thread
     assert len(get_node_details(many, registry=registry)) == EVENT_LOOP_NODES + 1
 
 
-def test_over_the_asgi_app_a_misspelt_name_is_answered_on_a_thread(
-    key, loaded_catalog, worker_thread
+def test_over_the_asgi_app_a_misspelt_name_is_answered_on_a_thread_counted_once(
+    transactional_db, loaded_catalog, worker_thread
 ):
+    """Admitted in the loop, answered on a thread as the caller admitted there: with a limit
+    of one request a minute, counting it again on the thread would refuse it (429)."""
+    key = make_key(rate_limit_per_minute=1)
+    authenticate(
+        {"authorization": f"Bearer {key}"}, "127.0.0.1"
+    )  # remembered: admitted in the loop
     body = tools_call(
         "get_node_details", {"nodes": [{"node_type": "ACTION", "subtype": "HTTP_REQEST"}]}
     ).encode()
@@ -240,7 +249,10 @@ def test_over_the_asgi_app_a_misspelt_name_is_answered_on_a_thread(
         "body": body,
         "client_address": "127.0.0.1",
     }
+    refresh_registry()
+    refresh_workflow_tools()
     assert asgi._fixed_cost(body, body)
+    assert admission.answers_without_database("POST", headers, body)
 
     async def answer():
         return await asgi._run(
@@ -248,6 +260,7 @@ def test_over_the_asgi_app_a_misspelt_name_is_answered_on_a_thread(
         )
 
     outbound = asyncio.run(answer())
+    assert outbound.status == 200, outbound.body
     result = json.loads(outbound.body)["result"]
     assert result["structuredContent"]["nodes"][0]["subtype"] == "HTTP_REQUEST"
     assert "HTTP_REQEST" in result["structuredContent"]["nodes"][0]["warning"]
