@@ -104,7 +104,10 @@ def _encode(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
 
 def _arguments(scope: Scope, body: bytes | None) -> dict[str, Any]:
     """`admission.handle_request`'s arguments for a request."""
-    raw_headers = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in scope["headers"]]
+    # A field's value excludes the whitespace around it (RFC 9110, 5.5; MCP's SEP-2243).
+    raw_headers = [
+        (n.decode("latin-1"), v.decode("latin-1").strip(" \t")) for n, v in scope["headers"]
+    ]
     client = scope.get("client") or ("", 0)
     return {
         "method": scope["method"],

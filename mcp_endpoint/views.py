@@ -18,10 +18,14 @@ from mcp_endpoint import admission, event_stream
 
 
 def _headers(request: HttpRequest) -> tuple[dict[str, str], list[tuple[str, str]]]:
-    headers = {name.lower(): value for name, value in request.headers.items()}
+    # A field's value excludes the whitespace around it (RFC 9110, 5.5; MCP's SEP-2243).
+    headers = {name.lower(): value.strip(" \t") for name, value in request.headers.items()}
     scope = getattr(request, "scope", None)
     raw = (
-        [(name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"]]
+        [
+            (name.decode("latin-1"), value.decode("latin-1").strip(" \t"))
+            for name, value in scope["headers"]
+        ]
         if scope
         else list(headers.items())
     )

@@ -33,6 +33,8 @@ NO_FIXTURE_SCENARIOS = [
     ("0.2.0", "server-session-lifecycle"),
     ("0.2.0", "caching"),
     ("0.2.0", "sep-2164-resource-not-found"),
+    # Pending in 0.2.0-alpha.12: header values with whitespace around them (SEP-2243).
+    ("0.2.0", "http-header-validation"),
 ]
 
 
