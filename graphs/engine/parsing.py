@@ -8,7 +8,8 @@ not objects or use unknown operators, unusable node ids, bad limits.
 
 A switch may give its fallback as ``default: id`` or, as the reference implementation does,
 as a last condition without a ``rule``; both read to ``Node.default``. Entry and exit nodes
-may carry a ``tool`` key naming their own tool, as older files of the format do.
+may carry a ``tool`` key naming their own tool, as older files of the format do; such a file
+may hold all its nodes in one top-level ``nodes`` list (flat_form.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from graphs.engine.definition import (
     ToolGraph,
 )
 from graphs.engine.errors import DefinitionError, located
+from graphs.engine.flat_form import nested_form
 from graphs.engine.loading import load_yaml
 from graphs.engine.regex import schema_pattern_problems
 from graphs.engine.servers import parse_servers
@@ -61,7 +63,8 @@ def parse_definition(source: str | Mapping[str, Any]) -> GraphDefinition:
             "the definition must be a mapping with version, server and tools; "
             f"got {type(raw).__name__}"
         )
-    problems = _unknown_keys(raw, _TOP_KEYS, "the definition")
+    raw, problems = nested_form(raw)
+    problems += _unknown_keys(raw, _TOP_KEYS, "the definition")
     version = _text(raw, "version", "field 'version'", problems)
     server = _server_info(raw.get("server"), problems)
     limits = _limits(raw.get("executionLimits"), problems)

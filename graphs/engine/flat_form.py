@@ -1,0 +1,95 @@
+"""The earlier file form of the graph format, read as the nested one.
+
+mcpGraph's files first held one top-level `nodes` list for all of a file's tools, each entry
+and exit node naming its tool with `tool:` (its repository's examples before the nested form).
+The nested form gives each tool its own `nodes`. `nested_form` turns the first into the second:
+each tool gets, in file order, the nodes reachable from its entry node. A node reachable
+from several entries goes to each of those tools, and node ids stay as they are. What cannot
+be split that way (a tool with no entry node or with two, a node no entry reaches, nodes given
+both ways) is reported as a problem, in the words of the rest of the checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from graphs.engine.errors import located
+
+
+def nested_form(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[str]]:
+    """`raw` with its top-level `nodes` (if any) shared out among its tools, and the
+    problems found doing so."""
+    if "nodes" not in raw:
+        return raw, []
+    flat = raw["nodes"]
+    rest = {key: value for key, value in raw.items() if key != "nodes"}
+    if not isinstance(flat, list):
+        return rest, ["field 'nodes': must be a list of nodes (each entry and exit with tool:)"]
+    tools = raw.get("tools")
+    if not isinstance(tools, list):
+        return rest, []  # the nested form's own check says what tools must be
+    if any(isinstance(tool, Mapping) and "nodes" in tool for tool in tools):
+        return rest, [
+            "field 'nodes': give the nodes either at the top level (the earlier form, with "
+            "tool: on each entry and exit node) or in each tool, not both"
+        ]
+    by_id = {
+        node["id"]: node
+        for node in flat
+        if isinstance(node, Mapping) and isinstance(node.get("id"), str)
+    }
+    problems: list[str] = []
+    reached: set[str] = set()
+    nested_tools = []
+    for tool in tools:
+        if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str):
+            nested_tools.append(tool)
+            continue
+        name = tool["name"]
+        entries = [
+            node["id"]
+            for node in by_id.values()
+            if node.get("type") == "entry" and node.get("tool") == name
+        ]
+        if len(entries) != 1:
+            problems.append(
+                f"{located(name)}: the top-level nodes hold {len(entries)} entry nodes with "
+                f"tool: {name}; give it exactly one"
+            )
+            nested_tools.append({**tool, "nodes": []})
+            continue
+        ids = _reachable(entries[0], by_id)
+        reached |= ids
+        nodes = [node for node in by_id.values() if node["id"] in ids]
+        nested_tools.append({**tool, "nodes": nodes})
+    for node_id in by_id.keys() - reached:
+        problems.append(
+            f"field 'nodes', node {node_id!r}: no tool's entry node leads to it; link it, or "
+            "name its tool on the entry node that should"
+        )
+    return {**rest, "tools": nested_tools}, problems
+
+
+def _reachable(start: str, by_id: Mapping[str, Mapping[str, Any]]) -> set[str]:
+    """The ids of the nodes reachable from `start` (itself included)."""
+    seen = {start}
+    waiting = [start]
+    while waiting:
+        node = by_id.get(waiting.pop())
+        for target in _targets(node) if node is not None else ():
+            if target in by_id and target not in seen:
+                seen.add(target)
+                waiting.append(target)
+    return seen
+
+
+def _targets(node: Mapping[str, Any]) -> Iterator[str]:
+    """The ids a node may go to next: `next`, each condition's `target`, `default`."""
+    for key in ("next", "default"):
+        if isinstance(node.get(key), str):
+            yield node[key]
+    conditions = node.get("conditions")
+    for condition in conditions if isinstance(conditions, list) else ():
+        if isinstance(condition, Mapping) and isinstance(condition.get("target"), str):
+            yield condition["target"]
