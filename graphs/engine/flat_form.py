@@ -39,6 +39,13 @@ def nested_form(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[str]]:
         for node in flat
         if isinstance(node, Mapping) and isinstance(node.get("id"), str)
     }
+    # Built once, so that sharing out takes time in proportion to the nodes each tool gets,
+    # not to tools times nodes.
+    position = {node_id: index for index, node_id in enumerate(by_id)}
+    entries_of: dict[Any, list[str]] = {}
+    for node in by_id.values():
+        if node.get("type") == "entry":
+            entries_of.setdefault(node.get("tool"), []).append(node["id"])
     problems: list[str] = []
     reached: set[str] = set()
     nested_tools = []
@@ -47,11 +54,7 @@ def nested_form(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[str]]:
             nested_tools.append(tool)
             continue
         name = tool["name"]
-        entries = [
-            node["id"]
-            for node in by_id.values()
-            if node.get("type") == "entry" and node.get("tool") == name
-        ]
+        entries = entries_of.get(name, [])
         if len(entries) != 1:
             problems.append(
                 f"{located(name)}: the top-level nodes hold {len(entries)} entry nodes with "
@@ -61,9 +64,9 @@ def nested_form(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[str]]:
             continue
         ids = _reachable(entries[0], by_id)
         reached |= ids
-        nodes = [node for node in by_id.values() if node["id"] in ids]
+        nodes = [by_id[node_id] for node_id in sorted(ids, key=position.__getitem__)]
         nested_tools.append({**tool, "nodes": nodes})
-    for node_id in by_id.keys() - reached:
+    for node_id in sorted(by_id.keys() - reached, key=position.__getitem__):
         problems.append(
             f"field 'nodes', node {node_id!r}: no tool's entry node leads to it; link it, or "
             "name its tool on the entry node that should"

@@ -193,20 +193,25 @@ def _execute(database_url: str, sql: str, *params: Any) -> None:
         connection.execute(sql, params)
 
 
-def run_row(stack: Stack, run_id: int) -> dict[str, Any]:
+def run_with_nodes(database_url: str, run_id: int, columns: dict[str, str]) -> dict[str, Any]:
+    """A run's `columns` (column: key) and, under "nodes", its node executions' (node id,
+    status) in order."""
     [row] = _query(
-        stack.database_url,
-        "SELECT status, error, error_node_id, worker FROM graphs_run WHERE id = %s",
-        run_id,
+        database_url, f"SELECT {', '.join(columns)} FROM graphs_run WHERE id = %s", run_id
     )
     nodes = _query(
-        stack.database_url,
+        database_url,
         'SELECT node_id, status FROM graphs_nodeexecution WHERE run_id = %s ORDER BY "index"',
         run_id,
     )
-    return dict(zip(("status", "error", "node", "worker"), row, strict=True)) | {
+    return dict(zip(columns.values(), row, strict=True)) | {
         "nodes": [tuple(node) for node in nodes]
     }
+
+
+def run_row(stack: Stack, run_id: int) -> dict[str, Any]:
+    columns = {"status": "status", "error": "error", "error_node_id": "node", "worker": "worker"}
+    return run_with_nodes(stack.database_url, run_id, columns)
 
 
 def latest_run(stack: Stack, workflow: str) -> int | None:

@@ -28,7 +28,15 @@ import httpx2
 import pytest
 
 from tests.e2e.conftest import LiveServer, _database_url, _manage, needs_redis, start_server
-from tests.e2e.test_queued_runs import GRAPH, NAP_TWICE, _celery, _query, _running, wait_for
+from tests.e2e.test_queued_runs import (
+    GRAPH,
+    NAP_TWICE,
+    _celery,
+    _query,
+    _running,
+    run_with_nodes,
+    wait_for,
+)
 from tests.peers import ECHO_SERVER
 
 pytestmark = pytest.mark.slow
@@ -127,19 +135,8 @@ MODES = ["direct", pytest.param("queued", marks=needs_redis)]
 
 
 def _row(mode: Mode, run_id: int) -> dict[str, Any]:
-    [row] = _query(
-        mode.database_url,
-        "SELECT status, cancel_reason, error, finished_at FROM graphs_run WHERE id = %s",
-        run_id,
-    )
-    nodes = _query(
-        mode.database_url,
-        'SELECT node_id, status FROM graphs_nodeexecution WHERE run_id = %s ORDER BY "index"',
-        run_id,
-    )
-    return dict(zip(("status", "cancel_reason", "error", "finished_at"), row, strict=True)) | {
-        "nodes": [tuple(node) for node in nodes]
-    }
+    columns = ("status", "cancel_reason", "error", "finished_at")
+    return run_with_nodes(mode.database_url, run_id, {column: column for column in columns})
 
 
 def _nap1_running(mode: Mode, where: str, *params: Any) -> int:

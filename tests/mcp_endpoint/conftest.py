@@ -13,6 +13,7 @@ import pytest
 from django.db import connections
 
 from mcp_endpoint import asgi
+from tests.graphs.conftest import import_file
 from tests.mcp_endpoint.helpers import make_key
 
 
@@ -20,6 +21,13 @@ from tests.mcp_endpoint.helpers import make_key
 def key(transactional_db) -> str:
     """An API key with every scope."""
     return make_key()
+
+
+@pytest.fixture
+def loops(db):
+    """The sum_to (loops until n; fails past maxNodeExecutions), classify and is_zero
+    workflows."""
+    return import_file("loops.yaml")
 
 
 @pytest.fixture

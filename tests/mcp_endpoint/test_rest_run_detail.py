@@ -6,15 +6,8 @@ from __future__ import annotations
 import pytest
 
 from graphs.models import NodeExecution, Run
-from tests.graphs.conftest import import_file
 from tests.mcp_endpoint.helpers import auth_headers, make_key
 from tests.mcp_endpoint.runs_helpers import RUNS, T0, add_run, assert_documented, refusal
-
-
-@pytest.fixture
-def loops(db):
-    """The sum_to, classify and is_zero workflows."""
-    return import_file("loops.yaml")
 
 
 @pytest.fixture

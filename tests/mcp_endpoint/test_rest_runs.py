@@ -11,15 +11,8 @@ from django.core.management import call_command
 
 from graphs.models import Run
 from mcp_endpoint.models import ApiKey, Scope
-from tests.graphs.conftest import import_file
 from tests.mcp_endpoint.helpers import auth_headers, make_key
 from tests.mcp_endpoint.runs_helpers import RUNS, T0, add_run, assert_documented, ids, refusal
-
-
-@pytest.fixture
-def loops(db):
-    """The sum_to, classify and is_zero workflows."""
-    return import_file("loops.yaml")
 
 
 @pytest.fixture

@@ -9,19 +9,12 @@ from graphs import control
 from graphs.models import Run
 from graphs.tasks import run_queued
 from mcp_endpoint.models import ApiKey
-from tests.graphs.conftest import import_file
 from tests.mcp_endpoint.helpers import auth_headers, make_key
 
 INVOKE = "/api/v1/mcp/invoke"
 RUN_ID_META = "io.switchyard/runId"
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def loops(db):
-    """sum_to (loops until n, fails past maxNodeExecutions), classify and is_zero."""
-    return import_file("loops.yaml")
 
 
 def invoke(client, name: str, arguments: dict, key: str | None):
