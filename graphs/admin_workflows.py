@@ -16,9 +16,9 @@ from django.urls import path, reverse
 from graphs.admin_display import DrawingMedia, drawing_html, yaml_html
 from graphs.admin_forms import TestRunForm, WorkflowForm
 from graphs.drawing import draw_graph
-from graphs.models import Workflow, WorkflowVersion
+from graphs.models import Workflow, WorkflowGroup, WorkflowVersion
 from graphs.runs import RunRequest, WorkflowCallError, workflow_call
-from graphs.services import workflow_save
+from graphs.services import group_save, workflow_save
 from nodespecs.admin_audit import AuditedAdmin, admin_user
 
 
@@ -105,8 +105,17 @@ class WorkflowAdmin(AuditedAdmin):
 
 
 class WorkflowGroupAdmin(admin.ModelAdmin):
-    list_display = ("name", "title", "version")
-    search_fields = ("name", "title")
+    list_display = ("name", "title", "version", "endpoint")
+    search_fields = ("name", "title", "slug")
+    fields = ("name", "title", "version", "instructions", "endpoint")
+    readonly_fields = ("endpoint",)
+
+    @admin.display(description="MCP endpoint")
+    def endpoint(self, group: WorkflowGroup) -> str:
+        return f"/mcp/{group.slug}" if group.slug else "(chosen from the name when saved)"
+
+    def save_model(self, request: HttpRequest, obj: WorkflowGroup, form: Any, change: bool) -> None:
+        group_save(obj)
 
 
 class WorkflowVersionAdmin(admin.ModelAdmin):

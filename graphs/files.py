@@ -29,7 +29,13 @@ from graphs.engine import (
     tool_to_dict,
 )
 from graphs.models import Workflow, WorkflowGroup
-from graphs.services import LIMIT_KEYS, workflow_providers, workflow_save, workflow_tool_mapping
+from graphs.services import (
+    LIMIT_KEYS,
+    group_save,
+    workflow_providers,
+    workflow_save,
+    workflow_tool_mapping,
+)
 from nodespecs.audit import Caller, audit_report
 from nodespecs.mcp_client import Connection
 from nodespecs.models import Provider
@@ -83,10 +89,9 @@ def graph_import(*, text: str, caller: Caller, base_dir: Path | None = None) -> 
     except ValueError as exc:
         raise GraphFileError(str(exc)) from None
     meta = definition.server
-    group, _ = WorkflowGroup.objects.update_or_create(
-        name=meta.name,
-        defaults={"version": meta.version, "title": meta.title, "instructions": meta.instructions},
-    )
+    group = WorkflowGroup.objects.filter(name=meta.name).first() or WorkflowGroup(name=meta.name)
+    group.version, group.title, group.instructions = meta.version, meta.title, meta.instructions
+    group_save(group)
     report = GraphImportReport(group=group.name)
     connections = {
         name: _connection(server, base_dir) for name, server in definition.mcp_servers.items()
@@ -169,7 +174,9 @@ def graph_export(*, name: str) -> str:
         "mcpServers": servers,
         "tools": [workflow_tool_mapping(workflow) for workflow in workflows],
     }
-    return dump_yaml(document)  # multi-line expressions as block scalars, as the editor shows
+    # A comment, so the file imports back as it was: where the group's MCP server is.
+    served = f"# The MCP server of this file is served at /mcp/{group.slug}\n"
+    return served + dump_yaml(document)  # multi-line expressions as block scalars
 
 
 def _server_config(name: str, provider: Provider) -> ServerConfig:

@@ -16,9 +16,18 @@ from nodespecs.models import Revision
 
 
 class WorkflowGroup(models.Model):
-    """The `server` metadata of an imported graph file: the workflows it defined belong here."""
+    """The `server` metadata of an imported graph file: the workflows it defined belong here.
+    Each group is an MCP server of its own at `/mcp/<slug>` (docs/mcp.md)."""
 
     name = models.CharField(max_length=200, unique=True)
+    # Chosen from the name when the group is created and kept after (graphs.services
+    # `group_slug`), so a renamed group's endpoint does not move under its clients.
+    slug = models.SlugField(
+        max_length=60,
+        unique=True,
+        editable=False,
+        help_text="The group's MCP endpoint is /mcp/<slug>.",
+    )
     version = models.CharField(max_length=50, default="1.0.0")
     title = models.CharField(max_length=200, blank=True)
     instructions = models.TextField(blank=True)

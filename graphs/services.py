@@ -15,7 +15,8 @@ from django.db import transaction
 from graphs import toolset
 from graphs.engine import DefinitionError, ExecutionLimits, ToolGraph, parse_tool, tool_to_dict
 from graphs.limits import limits_above_ceilings
-from graphs.models import Workflow, WorkflowVersion
+from graphs.models import Workflow, WorkflowGroup, WorkflowVersion
+from graphs.slugs import slug_for
 from nodespecs.audit import Caller
 from nodespecs.mcp_client import Connection
 from nodespecs.models import Provider
@@ -125,6 +126,19 @@ def workflow_save(
     workflow.current_version = version
     workflow.save(update_fields=["current_version"])
     return version
+
+
+def group_save(group: WorkflowGroup) -> WorkflowGroup:
+    """Save a workflow group (its `server` metadata); a new one gets its endpoint's slug.
+
+    Every MCP client of the group sees the change: its name, title, version and instructions
+    are what its endpoint answers `initialize` with."""
+    if not group.slug:
+        others = WorkflowGroup.objects.exclude(pk=group.pk) if group.pk else WorkflowGroup.objects
+        group.slug = slug_for(group.name, lambda slug: others.filter(slug=slug).exists())
+    group.save()
+    toolset.workflows_changed()
+    return group
 
 
 def workflow_set_enabled(*, workflow: Workflow, enabled: bool) -> None:

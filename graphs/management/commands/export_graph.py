@@ -15,13 +15,19 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name", nargs="?", help="A group or workflow name.")
-        parser.add_argument("--list", action="store_true", help="List groups and workflows.")
+        parser.add_argument(
+            "--list",
+            action="store_true",
+            help="List groups and workflows, with the endpoint each group is served at.",
+        )
 
     def handle(self, *args: object, name: str | None, **options: object) -> None:
         if options["list"] or name is None:
-            for workflow in Workflow.objects.select_related("group").order_by("group__name"):
+            workflows = Workflow.objects.select_related("group").order_by("group__name", "name")
+            for workflow in workflows:
                 state = "" if workflow.enabled else " (disabled)"
-                self.stdout.write(f"{workflow.group.name}/{workflow.name}{state}")
+                served = f"  at /mcp/{workflow.group.slug}"
+                self.stdout.write(f"{workflow.group.name}/{workflow.name}{state}{served}")
             return
         try:
             self.stdout.write(graph_export(name=name), ending="")
