@@ -1,7 +1,8 @@
 """ASGI entry point: `uvicorn config.asgi:application`.
 
-`/mcp` goes to the lean MCP app (mcp_endpoint/asgi.py), the legacy HTTP+SSE transport's
-`/sse` and `/messages` to its sibling; everything else to Django, with its body bounded.
+`/mcp` and each workflow group's `/mcp/<slug>` go to the lean MCP app (mcp_endpoint/asgi.py),
+the legacy HTTP+SSE transport's `/sse` and `/messages` to its sibling; everything else to
+Django, with its body bounded.
 """
 
 import json
@@ -25,11 +26,15 @@ from mcp_endpoint.asgi import mcp_app, sse_app  # noqa: E402  (needs Django set 
 from mcp_endpoint.sse import MESSAGES_PATH, STREAM_PATH  # noqa: E402
 
 LEGACY_SSE_PATHS = (STREAM_PATH, MESSAGES_PATH)
+# `/mcp/<slug>`: the MCP server of one workflow group (its graph file).
+GROUP_PREFIX = "/mcp/"
 
 
 async def application(scope, receive, send):
     if scope["type"] == "http" and scope["path"] == "/mcp":
         await mcp_app(scope, receive, send)
+    elif scope["type"] == "http" and scope["path"].startswith(GROUP_PREFIX):
+        await mcp_app(scope, receive, send, server=scope["path"][len(GROUP_PREFIX) :])
     elif scope["type"] == "http" and scope["path"] in LEGACY_SSE_PATHS:
         await sse_app(scope, receive, send)
     elif scope["type"] == "http":

@@ -224,6 +224,9 @@ MCP_MAX_BODY_BYTES = int(os.environ.get("MCP_MAX_BODY_BYTES", str(1024 * 1024)))
 MCP_ALLOWED_ORIGINS = env_list("MCP_ALLOWED_ORIGINS", "")
 MCP_SESSION_TTL_SECONDS = int(os.environ.get("MCP_SESSION_TTL_SECONDS", "86400"))
 MCP_LISTEN_SECONDS = int(os.environ.get("MCP_LISTEN_SECONDS", "300"))
+# Notification streams (subscriptions/listen, a 2025 session's GET) one caller may hold open
+# at once in each process: each holds a connection for MCP_LISTEN_SECONDS.
+MCP_STREAMS_PER_CALLER = int(os.environ.get("MCP_STREAMS_PER_CALLER", "16"))
 # Dotted paths of modules, comma-separated, whose `install()` adds tools, resources or prompts
 # at start-up (mcp_endpoint/apps.py); empty in production. The conformance suite's fixtures
 # are one: MCP_EXTENSION_MODULES=tests.conformance_fixtures (docs/conformance.md).

@@ -24,6 +24,7 @@ urlpatterns = [
     path("favicon.ico", favicon),
     path("admin/", admin.site.urls),
     path("mcp", mcp_views.mcp, name="mcp"),
+    path("mcp/<str:server>", mcp_views.mcp, name="mcp-group"),
     path("api/v1/", api.urls),
     path("", include("graphs.urls")),
 ]

@@ -68,13 +68,15 @@ def handle_request(
     host: str | None = None,
     answer: Callable[[http_messages.Inbound], Answer] = streamable_http.handle,  # type: ignore[assignment]
     admitted: Caller | None = None,
+    server: str | None = None,
 ) -> http_messages.Outbound | Answer:
     """Answer one request; `headers` has lower-cased names; `body` None means it was larger
     than MCP_MAX_BODY_BYTES and was not read; `host` is given when already validated.
 
     `answer` takes the admitted request (Host, Origin, size, key and rate limit checked):
     the protocol for `/mcp`, the legacy SSE transport's steps for `/sse` and `/messages`.
-    `admitted` is the caller of a request already admitted (`AdmittedInLoop`)."""
+    `admitted` is the caller of a request already admitted (`AdmittedInLoop`); `server` is
+    the slug of the workflow group whose endpoint was called (`/mcp/<slug>`)."""
     if host is None:
         host = headers.get("host", "")
         if not _host_allowed(host):
@@ -101,6 +103,7 @@ def handle_request(
         body=body,
         caller=Caller("", frozenset()),
         raw_headers=raw_headers,
+        server=server,
     )
     caller = admitted if admitted is not None else admit(inbound.headers, client_address)
     if isinstance(caller, Refusal):

@@ -195,18 +195,17 @@ def _threads() -> Threads:
     )
 
 
-async def mcp_app(scope: Scope, receive: Receive, send: Send) -> None:
-    """Serve one HTTP request to `/mcp`."""
+async def mcp_app(scope: Scope, receive: Receive, send: Send, server: str | None = None) -> None:
+    """Serve one HTTP request to `/mcp`, or to `/mcp/<server>` (a workflow group's)."""
     arguments = await _request(scope, receive)
     outbound: http_messages.Outbound = await _run(
-        arguments,
+        {**arguments, "server": server},
         headers=arguments["headers"],
         body=arguments["body"],
         handler=admission.handle_request,
     )
-    threads = None
+    threads = _threads()
     if outbound.reply is not None:
-        threads = _threads()
         settled = await _until_disconnect(event_stream.settle(outbound, threads), receive)
         if settled is None:
             return  # the client left before its answer

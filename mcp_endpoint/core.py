@@ -137,9 +137,11 @@ def context_for(
     session_id: str = "",
     session_log_level: str | None = None,
     session_capabilities: dict[str, Any] | None = None,
+    server: str | None = None,
 ) -> CallContext:
     """The call context: progress token, log level and client capabilities, from `_meta`
-    (2026-07-28) or from the session (2025 revisions)."""
+    (2026-07-28) or from the session (2025 revisions); `server` is the slug of the workflow
+    group whose endpoint was called (None for `/mcp`)."""
     meta = params.get("_meta") if isinstance(params, dict) else None
     meta = meta if isinstance(meta, dict) else {}
     level = meta.get(types.LOG_LEVEL_META_KEY, session_log_level)
@@ -151,31 +153,33 @@ def context_for(
         client_capabilities=capabilities if isinstance(capabilities, dict) else {},
         session_id=session_id,
         request_id=request_id,
+        server=server,
     )
 
 
-def _modern_result(method: str, dumped: dict[str, Any]) -> dict[str, Any]:
+def _modern_result(method: str, dumped: dict[str, Any], server: str | None) -> dict[str, Any]:
     if method in CACHE_HINTS:
         dumped["ttlMs"] = CACHE_HINTS[method]
         dumped["cacheScope"] = "public"
     dumped.setdefault("resultType", "complete")
     meta = dumped.setdefault("_meta", {})
-    meta[types.SERVER_INFO_META_KEY] = dispatch.server_info().model_dump(
+    meta[types.SERVER_INFO_META_KEY] = dispatch.server_info(server).model_dump(
         by_alias=True, exclude_none=True
     )
     return dumped
 
 
-def discover_result() -> types.DiscoverResult:
-    capabilities = dispatch.server_capabilities()
-    # subscriptions/listen reports catalog changes in this era.
-    assert capabilities.resources is not None  # dispatch.server_capabilities declares them
-    capabilities.resources.list_changed = True
+def discover_result(server: str | None = None) -> types.DiscoverResult:
+    """`server/discover` at `/mcp`, or at the endpoint of the group whose slug is `server`."""
+    capabilities = dispatch.server_capabilities(server)
+    if capabilities.resources is not None:
+        # subscriptions/listen reports catalog changes in this era.
+        capabilities.resources.list_changed = True
     capabilities.extensions = {task_extension.EXTENSION: {}}
     return types.DiscoverResult(
         supported_versions=list(MODERN_PROTOCOL_VERSIONS),
         capabilities=capabilities,
-        instructions=dispatch.INSTRUCTIONS,
+        instructions=dispatch.server_instructions(server),
         ttl_ms=CACHE_HINTS["server/discover"],
         cache_scope="public",
     )
@@ -201,7 +205,7 @@ def execute(
         answer = task_extension.METHODS[method](
             params, context.client_capabilities, caller.identity
         )
-        return Reply(request_id, result=_modern_result(method, answer))
+        return Reply(request_id, result=_modern_result(method, answer, context.server))
     try:
         request = methods.parse_client_request(method, version, params)
     except KeyError:
@@ -209,21 +213,21 @@ def execute(
     except ValidationError as exc:
         raise RpcError(types.INVALID_PARAMS, params_problem(method, exc)) from None
     _check_scope(method, caller)
-    memo_key = _static_key(method, version, params)
+    memo_key = _static_key(method, version, params, context.server)
     # Read before the list is built: a change meanwhile leaves an older stamp, not a stale list.
     stamp = _static_stamp(method)
     memo = _STATIC_RESULTS.get(memo_key) if memo_key is not None else None
     if memo is not None and memo[0] == stamp:
         return Reply(request_id, result=memo[1])
     if method == "server/discover":
-        result: types.Result | WorkflowCall | LegacyInteraction = discover_result()
+        result: types.Result | WorkflowCall | LegacyInteraction = discover_result(context.server)
     elif method == "logging/setLevel" and on_set_level is not None:
         on_set_level(request.params.level)
         result = types.EmptyResult()
     else:
         context.caller = caller.identity
         result = dispatch.call_method(request, context)
-    serialize = partial(_serialize, method, version)
+    serialize = partial(_serialize, method, version, context.server)
     notes = [{"jsonrpc": "2.0", **note} for note in context.notifications]
     if isinstance(result, WorkflowCall):
         result.serialize = serialize
@@ -245,11 +249,13 @@ def execute(
     return Reply(request_id, notes, result=serialized, streams=bool(notes))
 
 
-def _serialize(method: str, version: str, result: types.Result) -> dict[str, Any]:
-    """A method's result as `version` shapes it."""
+def _serialize(
+    method: str, version: str, server: str | None, result: types.Result
+) -> dict[str, Any]:
+    """A method's result as `version` shapes it, answered by `server` (see `context_for`)."""
     dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
     if version in MODERN_PROTOCOL_VERSIONS:
-        dumped = _modern_result(method, dumped)
+        dumped = _modern_result(method, dumped, server)
     return methods.serialize_server_result(method, version, dumped)
 
 
@@ -257,7 +263,7 @@ def _serialize(method: str, version: str, result: types.Result) -> dict[str, Any
 # templates), kept per version and page with their JSON: tools/list is among the most frequent
 # calls an agent makes, and encoding its 4 KB answer cost more than the rest of the request.
 _STATIC_METHODS = frozenset({"tools/list", "prompts/list", "resources/templates/list"})
-_STATIC_RESULTS: dict[tuple[str, str, Any], tuple[Hashable, EncodedResult]] = {}
+_STATIC_RESULTS: dict[tuple[str, str, Any, str | None], tuple[Hashable, EncodedResult]] = {}
 
 
 class EncodedResult(dict[str, Any]):
@@ -269,11 +275,14 @@ class EncodedResult(dict[str, Any]):
         self.encoded = encode_json(result)
 
 
-def _static_key(method: str, version: str, params: Any) -> tuple[str, str, Any] | None:
+def _static_key(
+    method: str, version: str, params: Any, server: str | None
+) -> tuple[str, str, Any, str | None] | None:
     if method not in _STATIC_METHODS:
         return None
     # Called once the params have parsed, so the cursor is a string or absent.
-    return (method, version, params.get("cursor") if isinstance(params, dict) else None)
+    cursor = params.get("cursor") if isinstance(params, dict) else None
+    return (method, version, cursor, server)
 
 
 def _static_stamp(method: str) -> Hashable:
@@ -303,12 +312,14 @@ def negotiate(params: Any) -> tuple[str, types.InitializeRequestParams]:
     return version, request.params
 
 
-def initialize_result(version: str) -> dict[str, Any]:
+def initialize_result(version: str, server: str | None = None) -> dict[str, Any]:
+    """The `initialize` answer at `/mcp`, or at the endpoint of the group whose slug is
+    `server`."""
     result = types.InitializeResult(
         protocol_version=version,
-        capabilities=dispatch.server_capabilities(),
-        server_info=dispatch.server_info(),
-        instructions=dispatch.INSTRUCTIONS,
+        capabilities=dispatch.server_capabilities(server),
+        server_info=dispatch.server_info(server),
+        instructions=dispatch.server_instructions(server),
     )
     dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
     return methods.serialize_server_result("initialize", version, dumped)

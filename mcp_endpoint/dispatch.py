@@ -19,7 +19,13 @@ from mcp import types
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from graphs.runs import RunRequest
-from graphs.toolset import WorkflowTool, workflow_tools, workflow_tools_token
+from graphs.toolset import (
+    WorkflowServer,
+    WorkflowTool,
+    workflow_server,
+    workflow_tools,
+    workflow_tools_token,
+)
 from mcp_endpoint import interaction, prompts, resources, task_extension, workflow_answers
 from mcp_endpoint.encoding import json_text
 from mcp_endpoint.errors import RpcError
@@ -62,6 +68,8 @@ class CallContext:
     session_id: str = ""
     # The request's JSON-RPC id, as sent.
     request_id: Any = None
+    # The slug of the workflow group whose endpoint (/mcp/<slug>) was called; None for /mcp.
+    server: str | None = None
     notifications: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -96,9 +104,14 @@ class CallContext:
 Answer = types.Result | WorkflowCall | LegacyInteraction
 
 
-def server_capabilities() -> types.ServerCapabilities:
+def server_capabilities(server: str | None = None) -> types.ServerCapabilities:
+    """What `/mcp` offers, or a workflow group's endpoint (its tools, and logging)."""
+    # The tool list changes whenever a workflow does: clients hear of it (list_changes.py).
+    tools = types.ToolsCapability(list_changed=True)
+    if server is not None:
+        return types.ServerCapabilities(tools=tools, logging=types.LoggingCapability())
     return types.ServerCapabilities(
-        tools=types.ToolsCapability(list_changed=False),
+        tools=tools,
         resources=types.ResourcesCapability(
             subscribe=bool(resources.SUBSCRIBABLE), list_changed=False
         ),
@@ -108,8 +121,32 @@ def server_capabilities() -> types.ServerCapabilities:
     )
 
 
-def server_info() -> types.Implementation:
-    return types.Implementation(name=SERVER_NAME, title="Switchyard", version=SERVER_VERSION)
+def group_served(server: str) -> WorkflowServer:
+    """The workflow group served at `/mcp/<server>`; `RpcError` once there is none."""
+    found = workflow_server(server)
+    if found is None:
+        raise RpcError(
+            types.INVALID_REQUEST,
+            f"No MCP server at /mcp/{server[:80]} any more: its workflow group was removed. "
+            "`python manage.py export_graph --list` (or the admin) shows each group's endpoint.",
+        )
+    return found
+
+
+def server_info(server: str | None = None) -> types.Implementation:
+    """Who answers: Switchyard at `/mcp`, a graph file's own server at its group's endpoint."""
+    if server is None:
+        return types.Implementation(name=SERVER_NAME, title="Switchyard", version=SERVER_VERSION)
+    group = group_served(server)
+    return types.Implementation(name=group.name, title=group.title, version=group.version)
+
+
+def server_instructions(server: str | None = None) -> str | None:
+    """The instructions for the model: the catalog's at `/mcp`, the graph file's own at its
+    group's endpoint (None when the file has none)."""
+    if server is None:
+        return INSTRUCTIONS
+    return group_served(server).instructions or None
 
 
 def _page(items: list[Any], cursor: str | None) -> tuple[list[Any], str | None]:
@@ -146,9 +183,13 @@ def extra_tool_schema(name: Any) -> dict[str, Any] | None:
     return extra.tool.input_schema if extra is not None else None
 
 
-def tool_list() -> list[types.Tool]:
-    """The tools in a fixed order: the knowledge tools, the enabled workflows by name, then
-    any extra tools. Whatever changes this list must change `tools_generation()`."""
+def tool_list(server: str | None = None) -> list[types.Tool]:
+    """The tools in a fixed order: at `/mcp` the knowledge tools, the enabled workflows by
+    name, then any extra tools; at a group's endpoint its enabled workflows alone. Whatever
+    changes this list must change `tools_generation()`."""
+    if server is not None:
+        group_served(server)
+        return workflow_answers.workflow_tool_list(server)
     return [
         *_knowledge_tools(),
         *workflow_answers.workflow_tool_list(),
@@ -214,6 +255,8 @@ def _workflow_call(
 
 def call_tool(params: types.CallToolRequestParams, context: CallContext) -> Answer:
     """Run a tool; every failure comes back in-band with `isError` and how to fix the call."""
+    if context.server is not None:
+        return _call_group_tool(params, context, context.server)
     extra = EXTRA_TOOLS.get(params.name)
     if extra is not None:
         answer: Answer = interaction.run_handler(
@@ -252,6 +295,21 @@ def call_tool(params: types.CallToolRequestParams, context: CallContext) -> Answ
     )
 
 
+def _call_group_tool(
+    params: types.CallToolRequestParams, context: CallContext, server: str
+) -> Answer:
+    """Call a workflow of the group served at `/mcp/<server>`: only its own workflows."""
+    group = group_served(server)
+    workflow = group.tools.get(params.name)
+    if workflow is not None:
+        return _workflow_call(workflow, params.arguments, context)
+    served = ", ".join(group.tools) or "none (all disabled)"
+    return _tool_error(
+        f"Unknown tool {params.name!r} at /mcp/{server}; this server's tools: {served}. "
+        "Call tools/list for their schemas; /mcp serves every workflow and the catalog tools."
+    )
+
+
 def _complete(params: types.CompleteRequestParams, context: CallContext) -> types.CompleteResult:
     ref, argument = params.ref, params.argument
     known = dict((params.context.arguments or {}) if params.context else {})
@@ -271,7 +329,7 @@ def _complete(params: types.CompleteRequestParams, context: CallContext) -> type
 
 
 def _list_tools(params: Any, context: CallContext) -> types.ListToolsResult:
-    page, cursor = _page(tool_list(), params.cursor if params else None)
+    page, cursor = _page(tool_list(context.server), params.cursor if params else None)
     return types.ListToolsResult(tools=page, next_cursor=cursor)
 
 
@@ -333,6 +391,9 @@ _HANDLERS: dict[str, Callable[[Any, CallContext], Answer]] = {
     "completion/complete": _complete,
 }
 
+# What a workflow group's endpoint answers (besides the protocol layer's own methods).
+GROUP_METHODS = frozenset({"ping", "tools/list", "tools/call"})
+
 # The scope a caller needs for each method; methods not listed need none.
 REQUIRED_SCOPES: dict[str, str] = {
     "tools/list": "tools:read",
@@ -354,6 +415,14 @@ REQUIRED_SCOPES: dict[str, str] = {
 def call_method(request: types.Request[Any, Any], context: CallContext) -> Answer:
     """Answer one request; `initialize`, `server/discover` and `logging/setLevel` are the
     protocol layer's, as they concern the session or the era."""
+    if context.server is not None and request.method not in GROUP_METHODS:
+        raise RpcError(
+            types.METHOD_NOT_FOUND,
+            f"{request.method} is not served at /mcp/{context.server}: a workflow group's "
+            "endpoint serves its workflows as tools, nothing else. The catalog's resources, "
+            "prompts and completions are at /mcp.",
+            request.method,
+        )
     if request.method == "tools/call":
         return call_tool(request.params, context)
     handler = _HANDLERS.get(request.method)

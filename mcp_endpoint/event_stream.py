@@ -15,18 +15,13 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.cache import cache
 
-from graphs import toolset
 from graphs.follow import Threads
-from mcp_endpoint import http_messages
+from mcp_endpoint import http_messages, list_changes
 from mcp_endpoint.core import Reply
 from mcp_endpoint.encoding import encode_json_ascii
-from nodespecs.registry import GENERATION_KEY
 
 KEEPALIVE_SECONDS = 15
-LISTENABLE = ("toolsListChanged", "promptsListChanged", "resourcesListChanged")
-LISTEN_POLL_SECONDS = 2
 
 
 SSE_HEADERS = {
@@ -46,55 +41,47 @@ def _in_request_thread(work: Callable[[], Any]) -> Awaitable[Any]:
 REQUEST_THREADS = Threads(short=_in_request_thread, run=_in_request_thread)
 
 
-def _sse(message: dict[str, Any]) -> bytes:
+def sse_event(message: dict[str, Any]) -> bytes:
+    """One JSON-RPC message as a `message` event (in ASCII: encoding.py)."""
     return b"event: message\ndata: " + encode_json_ascii(message) + b"\n\n"
 
 
-# What a `subscriptions/listen` kind watches: the cache generation that changes with it, and
-# the notification sent when it does. Prompts never change at run time, so that kind stays quiet.
-_WATCHED = {
-    "resourcesListChanged": (GENERATION_KEY, "notifications/resources/list_changed"),
-    "toolsListChanged": (toolset.GENERATION_KEY, "notifications/tools/list_changed"),
-}
-
-
-async def _listen(listen: dict[str, Any]) -> AsyncIterator[bytes]:
-    """`subscriptions/listen`: acknowledge, then report catalog (resources) and workflow
-    (tools) changes until the time is up."""
-    request_id = listen["id"]
-    asked = (listen["params"] or {}).get("notifications") or {}
-    granted = {kind: True for kind in LISTENABLE if asked.get(kind) is True}
-    meta = {"io.modelcontextprotocol/subscriptionId": request_id}
-    yield _sse(
-        {
-            "jsonrpc": "2.0",
-            "method": "notifications/subscriptions/acknowledged",
-            "params": {"notifications": granted, "_meta": meta},
-        }
-    )
-    watched = {kind: _WATCHED[kind] for kind in granted if kind in _WATCHED}
-    seen = {kind: await cache.aget(key) for kind, (key, _) in watched.items()}
-    deadline = time.monotonic() + settings.MCP_LISTEN_SECONDS
-    last_sent = time.monotonic()
-    while time.monotonic() < deadline:
-        await asyncio.sleep(LISTEN_POLL_SECONDS)
-        for kind, (key, method) in watched.items():
-            current = await cache.aget(key)
-            if current != seen[kind]:
-                seen[kind] = current
+async def _listen(listen: http_messages.Listen, threads: Threads) -> AsyncIterator[bytes]:
+    """A stream of list-change notifications, for MCP_LISTEN_SECONDS: a 2026-07-28
+    `subscriptions/listen` is acknowledged first and answered last; a 2025 session's GET
+    stream carries the notifications alone (its client opens another when it ends)."""
+    with list_changes.holding_stream(listen.caller):
+        meta = {}
+        if listen.request_id is not None:
+            meta = {"io.modelcontextprotocol/subscriptionId": listen.request_id}
+            yield sse_event(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/subscriptions/acknowledged",
+                    "params": {"notifications": listen.granted, "_meta": meta},
+                }
+            )
+        watcher = list_changes.ListWatcher(listen.watch, threads)
+        await watcher.start()
+        deadline = time.monotonic() + settings.MCP_LISTEN_SECONDS
+        last_sent = time.monotonic()
+        while time.monotonic() < deadline:
+            await asyncio.sleep(list_changes.LISTEN_POLL_SECONDS)
+            for method in await watcher.poll():
                 last_sent = time.monotonic()
-                yield _sse({"jsonrpc": "2.0", "method": method, "params": {"_meta": meta}})
-        if time.monotonic() - last_sent >= KEEPALIVE_SECONDS:
-            last_sent = time.monotonic()
-            yield b": keep-alive\n\n"
-    yield _sse(
-        {"jsonrpc": "2.0", "id": request_id, "result": {"_meta": meta, "resultType": "complete"}}
-    )
+                params = {"_meta": meta} if meta else {}
+                yield sse_event({"jsonrpc": "2.0", "method": method, "params": params})
+            if time.monotonic() - last_sent >= KEEPALIVE_SECONDS:
+                last_sent = time.monotonic()
+                yield b": keep-alive\n\n"
+        if listen.request_id is not None:
+            result = {"_meta": meta, "resultType": "complete"}
+            yield sse_event({"jsonrpc": "2.0", "id": listen.request_id, "result": result})
 
 
 async def _messages(reply: Reply, threads: Threads) -> AsyncIterator[bytes]:
     async for message in reply.messages(threads):
-        yield _sse(message)
+        yield sse_event(message)
 
 
 async def settle(outbound: http_messages.Outbound, threads: Threads) -> http_messages.Outbound:
@@ -113,6 +100,6 @@ def stream_of(
     (`threads` takes the blocking work of a reply that goes on)."""
     if outbound.reply is not None and outbound.stream and threads is not None:
         return _messages(outbound.reply, threads)
-    if outbound.listen is not None:
-        return _listen(outbound.listen)
+    if outbound.listen is not None and threads is not None:
+        return _listen(outbound.listen, threads)
     return None

@@ -18,6 +18,7 @@ from mcp.shared import inbound as envelope
 
 from mcp_endpoint.core import Caller, Reply
 from mcp_endpoint.encoding import encode_json
+from mcp_endpoint.list_changes import Watch
 
 SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = envelope.MCP_PROTOCOL_VERSION_HEADER
@@ -32,6 +33,21 @@ class Inbound:
     body: bytes
     caller: Caller
     raw_headers: list[tuple[str, str]] = field(default_factory=list)
+    # The slug of the workflow group whose endpoint was called (`/mcp/<slug>`); None: `/mcp`.
+    server: str | None = None
+
+
+@dataclass(frozen=True)
+class Listen:
+    """A stream of list-change notifications to send (event_stream.py), held by `caller`."""
+
+    watch: Watch
+    caller: str
+    # A 2026-07-28 `subscriptions/listen`: its request id and the notifications granted, which
+    # the stream acknowledges first and answers last. None for a 2025 session's GET stream,
+    # which carries the notifications alone.
+    request_id: Any = None
+    granted: dict[str, bool] = field(default_factory=dict)
 
 
 @dataclass
@@ -43,8 +59,9 @@ class Outbound:
     # message, when `stream`; else its response alone, as the JSON body.
     reply: Reply | None = None
     stream: bool = False
-    # A `subscriptions/listen` stream: the request id, and what the client asked to hear.
-    listen: dict[str, Any] | None = None
+    # A stream of list-change notifications (a 2026-07-28 `subscriptions/listen`, or a 2025
+    # session's GET stream).
+    listen: Listen | None = None
     # A legacy HTTP+SSE stream (`GET /sse`) opened under this id (`mcp_endpoint/sse.py`).
     channel: str | None = None
 

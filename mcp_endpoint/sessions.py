@@ -27,6 +27,8 @@ class Session:
     client_capabilities: dict[str, Any] = field(default_factory=dict)
     log_level: str = "info"
     initialized: bool = False
+    # The slug of the workflow group whose endpoint opened it; None for `/mcp`.
+    server: str | None = None
 
 
 def _ttl() -> int:
@@ -39,14 +41,17 @@ def session_open(
     owner: str,
     client_info: dict[str, Any],
     client_capabilities: dict[str, Any],
+    server: str | None = None,
 ) -> Session:
-    """Start a session; its id is 256 random bits (visible ASCII, as the transport requires)."""
+    """Start a session at `/mcp`, or at the endpoint of the group whose slug is `server`; its
+    id is 256 random bits (visible ASCII, as the transport requires)."""
     session = Session(
         id=secrets.token_urlsafe(32),
         protocol_version=protocol_version,
         owner=owner,
         client_info=client_info,
         client_capabilities=client_capabilities,
+        server=server,
     )
     session_save(session)
     return session
@@ -56,12 +61,13 @@ def session_save(session: Session) -> None:
     cache.set(_PREFIX + session.id, asdict(session), timeout=_ttl())
 
 
-def session_get(session_id: str, *, owner: str) -> Session | None:
-    """The live session with this id opened by `owner`, or None (unknown, ended or expired)."""
+def session_get(session_id: str, *, owner: str, server: str | None = None) -> Session | None:
+    """The live session with this id opened by `owner` at the same endpoint (`server`, as in
+    `session_open`), or None (unknown, ended, expired, or another endpoint's)."""
     if not session_id or len(session_id) > 128:
         return None
     data = cache.get(_PREFIX + session_id)
-    if data is None or data.get("owner") != owner:
+    if data is None or data.get("owner") != owner or data.get("server") != server:
         return None
     return Session(**data)
 

@@ -15,6 +15,7 @@ key that POSTs must be the one that opened the stream.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -23,7 +24,7 @@ from functools import partial
 from mcp import types
 
 from graphs.follow import Threads
-from mcp_endpoint import event_stream, http_messages, relay, sessions, streamable_http
+from mcp_endpoint import event_stream, http_messages, list_changes, relay, sessions, streamable_http
 from mcp_endpoint.encoding import encode_json_ascii
 
 logger = logging.getLogger(__name__)
@@ -43,13 +44,24 @@ def open_stream(inbound: http_messages.Inbound) -> http_messages.Outbound:
 async def stream(channel_id: str, threads: Threads) -> AsyncIterator[bytes]:
     """The stream's events: `endpoint` first, then every message relayed to it, with
     keep-alive comments between; when it ends (the client left), its session ends too."""
+    watching = None
     try:
         async with relay.subscribe(channel_id) as inbox:
             endpoint = f"{MESSAGES_PATH}?sessionId={channel_id}"
             yield f"event: endpoint\ndata: {endpoint}\n\n".encode()
+
+            async def announce(method: str) -> None:
+                await relay.publish(
+                    channel_id, event_stream.sse_event({"jsonrpc": "2.0", "method": method})
+                )
+
+            watcher = list_changes.ListWatcher(list_changes.Watch(None), threads)
+            watching = asyncio.create_task(watcher.follow(announce))
             while True:
                 yield await inbox(KEEPALIVE_SECONDS) or b": keep-alive\n\n"
     finally:
+        if watching is not None:
+            watching.cancel()
         # On the app's threads, whose database connections are looked after (ending the
         # session cancels its runs, a query).
         await threads.short(partial(sessions.channel_end, channel_id))

@@ -4,6 +4,10 @@ The client is the local user who started the process, so every scope is granted.
 work: `initialize` negotiates a 2025 revision for the connection; a request whose `_meta`
 carries the 2026-07-28 envelope is answered statelessly.
 
+`--server SLUG` serves one workflow group's tools alone, as `/mcp/<slug>` does over HTTP.
+When the tool list changes, a connection that has initialized hears
+`notifications/tools/list_changed` (list_changes.py).
+
 Requests are answered concurrently, each through the protocol core like a request over HTTP,
 its messages written as they come: a workflow call's progress, the requests a call sends the
 client (whose answers come back as lines of their own), then its response. The connection is
@@ -28,7 +32,7 @@ from mcp import types
 from mcp.shared import inbound as envelope
 
 from graphs.follow import Threads
-from mcp_endpoint import sessions, workflow_answers
+from mcp_endpoint import list_changes, sessions, workflow_answers
 from mcp_endpoint.core import (
     MODERN_VERSION,
     Caller,
@@ -73,9 +77,13 @@ def _on_thread(pool: ThreadPoolExecutor) -> Callable[[Callable[[], T]], Awaitabl
 class StdioConnection:
     """One client connection: the negotiated version and log level, and its session id."""
 
-    def __init__(self, write: Callable[[Message], None], threads: Threads) -> None:
+    def __init__(
+        self, write: Callable[[Message], None], threads: Threads, server: str | None = None
+    ) -> None:
         self.write = write
         self.threads = threads
+        # The slug of the workflow group served, as at `/mcp/<slug>`; None serves everything.
+        self.server = server
         self.session_id = f"stdio:{secrets.token_urlsafe(16)}"
         self.version: str | None = None
         self.log_level: str | None = None
@@ -146,7 +154,8 @@ class StdioConnection:
         if method == "initialize":
             self.version, initialize = negotiate(params)
             self.capabilities = initialize.capabilities.model_dump(mode="json", exclude_none=True)
-            return {"jsonrpc": "2.0", "id": request_id, "result": initialize_result(self.version)}
+            result = initialize_result(self.version, self.server)
+            return {"jsonrpc": "2.0", "id": request_id, "result": result}
         meta = params.get("_meta") if isinstance(params, dict) else None
         if isinstance(meta, dict) and types.PROTOCOL_VERSION_META_KEY in meta:
             route = envelope.classify_inbound_request(message)
@@ -167,6 +176,7 @@ class StdioConnection:
             session_id=self.session_id,
             session_log_level=self.log_level,
             session_capabilities=self.capabilities,
+            server=self.server,
         )
         return execute(
             method,
@@ -178,9 +188,14 @@ class StdioConnection:
         )
 
 
-async def serve(read_line: Callable[[], Awaitable[str]], write_line: Callable[[str], None]) -> None:
+async def serve(
+    read_line: Callable[[], Awaitable[str]],
+    write_line: Callable[[str], None],
+    server: str | None = None,
+) -> None:
     """Answer the lines `read_line` returns until it returns "" (the input ended); answers
-    go to `write_line`, one JSON message per line, without the newline."""
+    go to `write_line`, one JSON message per line, without the newline. `server` serves one
+    workflow group's tools alone, as `/mcp/<slug>` does."""
 
     def write(message: Message) -> None:
         write_line(encode_json_ascii(message).decode())
@@ -190,7 +205,15 @@ async def serve(read_line: Callable[[], Awaitable[str]], write_line: Callable[[s
         ThreadPoolExecutor(settings.GRAPHS_DIRECT_RUN_THREADS, thread_name_prefix="run") as runs,
     ):
         threads = Threads(short=_on_thread(short), run=_on_thread(runs))
-        connection = StdioConnection(write, threads)
+        connection = StdioConnection(write, threads, server)
+
+        async def announce(method: str) -> None:
+            if connection.version is not None:  # after initialize (2025 revisions)
+                write({"jsonrpc": "2.0", "method": method})
+
+        watching = asyncio.create_task(
+            list_changes.ListWatcher(list_changes.Watch(server), threads).follow(announce)
+        )
         try:
             while line := await read_line():
                 if line.strip():
@@ -199,6 +222,7 @@ async def serve(read_line: Callable[[], Awaitable[str]], write_line: Callable[[s
             # still gets their answers.
             await asyncio.gather(*connection.answering, return_exceptions=True)
         finally:
+            watching.cancel()
             for task in connection.answering:
                 task.cancel()
             end = partial(

@@ -22,7 +22,8 @@ from mcp import types
 from mcp.shared import inbound as envelope
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-from mcp_endpoint import dispatch, sessions, task_extension, workflow_answers
+from graphs.toolset import workflow_server
+from mcp_endpoint import dispatch, list_changes, sessions, task_extension, workflow_answers
 from mcp_endpoint.core import (
     MODERN_VERSION,
     Caller,
@@ -40,6 +41,7 @@ from mcp_endpoint.http_messages import (
     SSE,
     VERSION_HEADER,
     Inbound,
+    Listen,
     Outbound,
     accepts,
     encoded_reply,
@@ -79,7 +81,16 @@ def _is_modern(inbound: Inbound, message: Any) -> bool:
 
 
 def handle(inbound: Inbound) -> Outbound:
-    """Answer one HTTP request to the MCP endpoint."""
+    """Answer one HTTP request to `/mcp`, or to a workflow group's endpoint `/mcp/<slug>`
+    (`inbound.server`)."""
+    if inbound.server is not None and workflow_server(inbound.server) is None:
+        return error_reply(
+            404,
+            types.INVALID_REQUEST,
+            f"No MCP server at /mcp/{inbound.server[:80]}: no workflow group has that slug. "
+            "`python manage.py export_graph --list` (or the admin's workflow groups) shows "
+            "each group's endpoint; /mcp serves every workflow.",
+        )
     if inbound.method == "POST":
         message, problem = json_body(inbound)
         if problem:
@@ -181,8 +192,8 @@ def _handle_modern(inbound: Inbound, message: Any) -> Outbound:
                 "subscriptions/listen answers as text/event-stream: accept it.",
                 request_id=request_id,
             )
-        return Outbound(200, listen={"id": request_id, "params": params})
-    context = context_for(MODERN_VERSION, params, request_id=request_id)
+        return _listen(inbound, request_id, params)
+    context = context_for(MODERN_VERSION, params, request_id=request_id, server=inbound.server)
     try:
         reply = execute(
             method, params, version=MODERN_VERSION, caller=inbound.caller, context=context
@@ -191,6 +202,28 @@ def _handle_modern(inbound: Inbound, message: Any) -> Outbound:
         status = 403 if isinstance(exc, Forbidden) else MODERN_ERROR_STATUS.get(exc.code, 200)
         return error_reply(status, exc.code, exc.message, request_id=request_id, data=exc.data)
     return _reply(reply, inbound.headers, {})
+
+
+# What `subscriptions/listen` may ask to hear, at `/mcp`; a group's endpoint has tools alone.
+LISTENABLE = ("toolsListChanged", "promptsListChanged", "resourcesListChanged")
+
+
+def _listen(inbound: Inbound, request_id: Any, params: Any) -> Outbound:
+    """`subscriptions/listen`: grant what the client asked to hear that this endpoint has
+    (prompts never change here, so that kind stays quiet)."""
+    refusal = list_changes.stream_refusal(inbound.caller.identity)
+    if refusal is not None:
+        return error_reply(429, types.INVALID_REQUEST, refusal, request_id=request_id)
+    asked = (params.get("notifications") if isinstance(params, dict) else None) or {}
+    listenable = LISTENABLE[:1] if inbound.server is not None else LISTENABLE
+    granted = {kind: True for kind in listenable if asked.get(kind) is True}
+    watch = list_changes.Watch(
+        inbound.server,
+        tools="toolsListChanged" in granted,
+        resources="resourcesListChanged" in granted,
+    )
+    listen = Listen(watch, inbound.caller.identity, request_id=request_id, granted=granted)
+    return Outbound(200, listen=listen)
 
 
 def _notification(message: dict[str, Any], caller: Caller) -> Outbound:
@@ -231,12 +264,13 @@ def _handle_legacy(inbound: Inbound, message: Any) -> Outbound:
             "session id it returns with every request (or use MCP-Protocol-Version: "
             f"{MODERN_VERSION}, which needs no session).",
         )
-    session = sessions.session_get(session_id, owner=inbound.caller.identity)
+    session = sessions.session_get(session_id, owner=inbound.caller.identity, server=inbound.server)
     if session is None:
         return error_reply(
             404,
             types.INVALID_REQUEST,
-            "Session not found: it ended or expired. Start a new one with initialize.",
+            "Session not found: it ended or expired, or another endpoint opened it (a "
+            "session belongs to /mcp or to one /mcp/<slug>). Start a new one with initialize.",
         )
     session_headers = {"Mcp-Session-Id": session.id}
     # A supported MCP-Protocol-Version other than the negotiated one is accepted, as the SDK
@@ -245,8 +279,7 @@ def _handle_legacy(inbound: Inbound, message: Any) -> Outbound:
         sessions.session_end(session.id, reason="The client ended its session (DELETE)")
         return Outbound(200)
     if inbound.method == "GET":
-        # No server-initiated messages exist here, so there is no stream to offer.
-        return Outbound(405, {"Allow": "POST, DELETE"})
+        return _session_stream(inbound, session_headers)
     if not (accepts(inbound.headers, JSON) or accepts(inbound.headers, SSE)):
         return error_reply(
             406,
@@ -310,6 +343,7 @@ def _legacy_request(
         session_id=session.id,
         session_log_level=session.log_level,
         session_capabilities=session.client_capabilities,
+        server=inbound.server,
     )
     try:
         reply = execute(
@@ -343,14 +377,34 @@ def _initialize(inbound: Inbound, message: dict[str, Any]) -> Outbound:
         version, params = negotiate(message.get("params"))
     except RpcError as exc:
         return error_reply(400, exc.code, exc.message, request_id=request_id)
+    try:
+        result = initialize_result(version, inbound.server)
+    except RpcError as exc:  # the group went away since `handle` looked
+        return error_reply(404, exc.code, exc.message, request_id=request_id)
     session = sessions.session_open(
         protocol_version=version,
         owner=inbound.caller.identity,
         client_info=params.client_info.model_dump(mode="json", exclude_none=True),
         client_capabilities=params.capabilities.model_dump(mode="json", exclude_none=True),
+        server=inbound.server,
     )
     return json_reply(
-        200,
-        {"jsonrpc": "2.0", "id": request_id, "result": initialize_result(version)},
-        {"Mcp-Session-Id": session.id},
+        200, {"jsonrpc": "2.0", "id": request_id, "result": result}, {"Mcp-Session-Id": session.id}
     )
+
+
+def _session_stream(inbound: Inbound, headers: dict[str, str]) -> Outbound:
+    """A 2025 session's GET stream: the server's own messages, which here are
+    `notifications/tools/list_changed` when the endpoint's tool list changes."""
+    if not accepts(inbound.headers, SSE):
+        return error_reply(
+            406,
+            types.INVALID_REQUEST,
+            "Not Acceptable: a session's GET stream is text/event-stream; accept it.",
+            headers=headers,
+        )
+    refusal = list_changes.stream_refusal(inbound.caller.identity)
+    if refusal is not None:
+        return error_reply(429, types.INVALID_REQUEST, refusal, headers=headers)
+    listen = Listen(list_changes.Watch(inbound.server), inbound.caller.identity)
+    return Outbound(200, dict(headers), listen=listen)

@@ -1,4 +1,5 @@
-"""The `/mcp` view for Django's own request handling (WSGI, runserver, the test client).
+"""The `/mcp` (and `/mcp/<slug>`) view for Django's own request handling (WSGI, runserver,
+the test client).
 
 Under uvicorn, `config.asgi` sends `/mcp` to the lean ASGI app in `mcp_endpoint/asgi.py`
 instead; both adapt the same `admission.handle_request`. The view is async so that
@@ -33,8 +34,11 @@ def _headers(request: HttpRequest) -> tuple[dict[str, str], list[tuple[str, str]
 
 
 @csrf_exempt
-async def mcp(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
-    """Streamable HTTP endpoint of the MCP server (both protocol eras)."""
+async def mcp(
+    request: HttpRequest, server: str | None = None
+) -> HttpResponse | StreamingHttpResponse:
+    """Streamable HTTP endpoint of the MCP server (both protocol eras): `/mcp`, or a workflow
+    group's `/mcp/<server>`."""
     headers, raw_headers = _headers(request)
     body = None
     if not admission.body_too_large(headers.get("content-length")):
@@ -51,6 +55,7 @@ async def mcp(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
         body=body,
         client_address=request.META.get("REMOTE_ADDR", ""),
         host=request.get_host(),  # validated by Django against ALLOWED_HOSTS
+        server=server,
     )
     outbound = await event_stream.settle(outbound, event_stream.REQUEST_THREADS)
     stream = event_stream.stream_of(outbound, event_stream.REQUEST_THREADS)

@@ -52,9 +52,9 @@ def _new_entry(tool: WorkflowTool) -> types.Tool:
     )
 
 
-def workflow_tool_list() -> list[types.Tool]:
-    """The enabled workflows as tools, in name order."""
-    return [_tool_entry(tool) for tool in workflow_tools().values()]
+def workflow_tool_list(server: str | None = None) -> list[types.Tool]:
+    """The enabled workflows as tools, in name order: all, or those of one group's server."""
+    return [_tool_entry(tool) for tool in workflow_tools(server).values()]
 
 
 def error_result(message: str, run_id: int | None = None) -> types.CallToolResult:

@@ -11,6 +11,7 @@ import anyio
 import httpx2
 import pytest
 from mcp import Client
+from mcp.client.session import MessageHandlerFnT
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation
@@ -20,18 +21,24 @@ pytestmark = pytest.mark.slow
 
 @asynccontextmanager
 async def connect(
-    server, mode: str, key: str | None = None, timeout: float = 5
+    server,
+    mode: str,
+    key: str | None = None,
+    timeout: float = 5,
+    path: str = "/mcp",
+    message_handler: MessageHandlerFnT | None = None,
 ) -> AsyncIterator[Client]:
-    """The official client over Streamable HTTP, authenticated with an API key; `timeout`
-    bounds each HTTP read."""
+    """The official client over Streamable HTTP at `path`, authenticated with an API key;
+    `timeout` bounds each HTTP read; `message_handler` sees the server's notifications."""
     headers = {"Authorization": f"Bearer {key or server.key}"}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
         Client(
-            streamable_http_client(f"{server.url}/mcp", http_client=http),
+            streamable_http_client(f"{server.url}{path}", http_client=http),
             mode=mode,
             cache=None,
             client_info=Implementation(name="switchyard-tests", version="1"),
+            message_handler=message_handler,
         ) as client,
     ):
         yield client

@@ -142,10 +142,10 @@ def test_a_listening_client_hears_that_the_tools_changed(client, key, settings, 
 
     from django.db import connection
 
-    from mcp_endpoint import event_stream
+    from mcp_endpoint import list_changes
 
     settings.MCP_LISTEN_SECONDS = 2
-    monkeypatch.setattr(event_stream, "LISTEN_POLL_SECONDS", 0.05)
+    monkeypatch.setattr(list_changes, "LISTEN_POLL_SECONDS", 0.05)
     workflow = Workflow.objects.get(name="classify")
     params = {"notifications": {"toolsListChanged": True}}
     response = modern(client, "subscriptions/listen", params, key=key, accept=BOTH, request_id=7)

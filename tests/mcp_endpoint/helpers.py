@@ -46,14 +46,15 @@ def post(
     headers: dict[str, str] | None = None,
     raw: bool = False,
     content_type: str = JSON,
+    url: str = URL,
 ):
-    """POST a body (JSON-encoded unless `raw`) to /mcp with the given headers.
+    """POST a body (JSON-encoded unless `raw`) to `url` (/mcp) with the given headers.
 
     The Content-Type is set even for an empty body (the test client would drop it)."""
     data = body if raw else json.dumps(body)
     return client.generic(
         "POST",
-        URL,
+        url,
         data,
         content_type=content_type,
         headers=headers or {},
@@ -71,8 +72,9 @@ def modern(
     meta: dict[str, Any] | None = None,
     headers: dict[str, str] | None = None,
     accept: str = JSON,
+    url: str = URL,
 ):
-    """A 2026-07-28 request: `_meta` envelope in the body, routing headers to match."""
+    """A 2026-07-28 request to `url`: `_meta` envelope in the body, routing headers to match."""
     params = dict(params or {})
     params["_meta"] = envelope({**params.get("_meta", {}), **(meta or {})})
     body: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
@@ -87,23 +89,31 @@ def modern(
     if method in NAME_FIELDS and isinstance(params.get(NAME_FIELDS[method]), str):
         sent["Mcp-Name"] = params[NAME_FIELDS[method]]
     sent.update(headers or {})
-    return post(client, body, headers={k: v for k, v in sent.items() if v is not None})
+    return post(client, body, headers={k: v for k, v in sent.items() if v is not None}, url=url)
 
 
 def legacy_session(
-    client, key: str | None, version: str = LATEST_LEGACY, *, initialized: bool = True
+    client,
+    key: str | None,
+    version: str = LATEST_LEGACY,
+    *,
+    initialized: bool = True,
+    url: str = URL,
 ) -> str:
-    """Open a 2025 session with `initialize` (and `notifications/initialized`); its id."""
-    response = initialize(client, key, version)
+    """Open a 2025 session at `url` with `initialize` (and `notifications/initialized`); its
+    id."""
+    response = initialize(client, key, version, url=url)
     assert response.status_code == 200, response.content
     session_id = response["Mcp-Session-Id"]
     if initialized:
-        note = legacy(client, session_id, "notifications/initialized", key=key, request_id=None)
+        note = legacy(
+            client, session_id, "notifications/initialized", key=key, request_id=None, url=url
+        )
         assert note.status_code == 202, note.content
     return session_id
 
 
-def initialize(client, key: str | None, version: str = LATEST_LEGACY, headers=None):
+def initialize(client, key: str | None, version: str = LATEST_LEGACY, headers=None, url=URL):
     body = {
         "jsonrpc": "2.0",
         "id": 0,
@@ -114,7 +124,8 @@ def initialize(client, key: str | None, version: str = LATEST_LEGACY, headers=No
             "clientInfo": {"name": "tests", "version": "1"},
         },
     }
-    return post(client, body, headers={"Accept": BOTH, **auth_headers(key), **(headers or {})})
+    headers = {"Accept": BOTH, **auth_headers(key), **(headers or {})}
+    return post(client, body, headers=headers, url=url)
 
 
 def legacy(
@@ -128,8 +139,9 @@ def legacy(
     version: str | None = None,
     headers: dict[str, str] | None = None,
     accept: str = BOTH,
+    url: str = URL,
 ):
-    """A request inside a 2025 session (no `_meta` envelope)."""
+    """A request inside a 2025 session at `url` (no `_meta` envelope)."""
     body: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
     if params is not None:
         body["params"] = params
@@ -141,7 +153,7 @@ def legacy(
     if version is not None:
         sent["MCP-Protocol-Version"] = version
     sent.update(headers or {})
-    return post(client, body, headers=sent)
+    return post(client, body, headers=sent, url=url)
 
 
 def read_stream(response) -> bytes:

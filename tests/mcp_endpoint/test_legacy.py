@@ -127,13 +127,23 @@ def test_delete_without_a_session_is_400(client, key):
     assert response.status_code == 400
 
 
-def test_get_on_a_session_is_405(client, key):
+def test_get_on_a_session_opens_its_stream_of_list_changes(client, key, settings):
+    settings.MCP_LISTEN_SECONDS = 0  # the stream ends at once, so the test can read it
     session = legacy_session(client, key)
-    response = client.get(
-        "/mcp", headers={"Mcp-Session-Id": session, "Authorization": f"Bearer {key}"}
-    )
-    assert response.status_code == 405
-    assert "POST" in response["Allow"]
+    headers = {"Mcp-Session-Id": session, "Authorization": f"Bearer {key}"}
+    response = client.get("/mcp", headers={**headers, "Accept": "text/event-stream"})
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/event-stream"
+    assert response["Mcp-Session-Id"] == session
+    assert sse_messages(response) == []
+
+
+def test_get_on_a_session_that_does_not_accept_an_event_stream_is_406(client, key):
+    session = legacy_session(client, key)
+    headers = {"Mcp-Session-Id": session, "Authorization": f"Bearer {key}"}
+    response = client.get("/mcp", headers={**headers, "Accept": "application/json"})
+    assert response.status_code == 406
+    assert "text/event-stream" in response.json()["error"]["message"]
 
 
 def test_responses_in_a_session_carry_its_id(client, key):

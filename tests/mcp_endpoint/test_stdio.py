@@ -180,3 +180,41 @@ def test_requests_before_initialize_are_refused_saying_what_to_send(transactiona
     assert any(m.startswith("Send initialize first") for m in messages)
     assert any(m.startswith("Parse error") for m in messages)
     assert any(m.startswith("Invalid Request") for m in messages)
+
+
+def test_one_groups_server_over_stdio_hears_that_its_tools_changed(loops, monkeypatch):
+    from django.db import connections
+
+    from graphs.models import Workflow
+    from graphs.services import workflow_set_enabled
+    from mcp_endpoint import list_changes
+
+    monkeypatch.setattr(list_changes, "LISTEN_POLL_SECONDS", 0.05)
+    import_file("flat_form.yaml")
+
+    def disable_sum_to() -> None:
+        try:
+            workflow_set_enabled(workflow=Workflow.objects.get(name="sum_to"), enabled=False)
+        finally:
+            connections.close_all()  # the thread's own; PostgreSQL would keep the test DB
+
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        client = Client()
+        serving = asyncio.create_task(serve(client.read_line, client.write_line, "loops"))
+        client.send(INITIALIZE)
+        initialized = await client.wait_for(answer_to(0))
+        client.send({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        listed = await client.wait_for(answer_to(1))
+        await asyncio.sleep(0.2)  # the watcher has taken the list as it is
+        await asyncio.to_thread(disable_sum_to)
+        changed = await client.wait_for(
+            lambda message: message.get("method") == "notifications/tools/list_changed"
+        )
+        client.close()
+        await serving
+        return initialized, listed, changed
+
+    initialized, listed, changed = asyncio.run(scenario())
+    assert initialized["result"]["serverInfo"]["name"] == "loops"
+    assert [tool["name"] for tool in listed["result"]["tools"]] == ["classify", "is_zero", "sum_to"]
+    assert changed == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}

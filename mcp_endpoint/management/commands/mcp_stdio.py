@@ -1,18 +1,32 @@
-"""`python manage.py mcp_stdio`: the MCP tools over stdio, for desktop clients."""
+"""`python manage.py mcp_stdio [--server SLUG]`: the MCP tools over stdio, for desktop
+clients: all of them, or one workflow group's, as its graph file's own MCP server."""
 
 import asyncio
 import logging
 import sys
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from graphs.toolset import workflow_servers
 from mcp_endpoint.stdio import serve
 
 
 class Command(BaseCommand):
     help = "Serve the MCP tools over stdin/stdout (newline-delimited JSON-RPC)."
 
-    def handle(self, *args: object, **options: object) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--server",
+            metavar="SLUG",
+            help="Serve one workflow group's tools alone, as /mcp/SLUG does "
+            "(`export_graph --list` shows each group's slug).",
+        )
+
+    def handle(self, *args: object, server: str | None = None, **options: object) -> None:
+        servers = workflow_servers()
+        if server is not None and server not in servers:
+            known = ", ".join(servers) or "none (import a graph file first)"
+            raise CommandError(f"No workflow group has the slug {server!r}; slugs: {known}.")
         # stdout carries the protocol; logs go to stderr only.
         logging.getLogger().handlers = [logging.StreamHandler(sys.stderr)]
         # MCP's stdio messages are UTF-8, whatever the locale says.
@@ -26,4 +40,4 @@ class Command(BaseCommand):
         async def read_line() -> str:
             return await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
 
-        asyncio.run(serve(read_line, write_line))
+        asyncio.run(serve(read_line, write_line, server))
