@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install the npm MCP servers the tests talk to, so that no test reaches the network.
+# Install the npm MCP servers the tests talk to (and mcpGraph, whose example graph files
+# they import), so that no test reaches the network.
 #
 #   1. Pinned versions into $MCP_PEERS_HOME/node_modules; tests start them with
 #      `node <package's bin script>` (tests/peers: npm_server_command).
@@ -17,6 +18,8 @@ HOME_DIR=${MCP_PEERS_HOME:-/tmp/mcp-peers}
 PACKAGES=(
   @modelcontextprotocol/server-everything@2026.8.31
   @modelcontextprotocol/server-filesystem@2026.8.31
+  # Not a server the tests start: its examples/ are graph files the tests import unchanged.
+  mcpgraph@0.1.23
 )
 # Started through npx by graph files; npx takes whichever version was latest when cached.
 NPX_PACKAGES=(@modelcontextprotocol/server-filesystem)

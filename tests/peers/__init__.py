@@ -54,6 +54,18 @@ def require_npm_server(package: str) -> list[str]:
     return command
 
 
+def npm_package_dir(package: str) -> Path:
+    """The folder of an npm package the install script put in MCP_PEERS_HOME (for the files
+    it ships), failing the test with how to install it if it is not there."""
+    folder = PEERS_HOME / "node_modules" / package
+    if not (folder / "package.json").is_file():
+        pytest.fail(
+            f"The npm package {package} is not installed in {PEERS_HOME}: "
+            f"run `bash {INSTALL_SCRIPT}` (CI runs it before the tests)."
+        )
+    return folder
+
+
 def npx_offline_env() -> dict[str, str]:
     """Variables under which `npx -y <package>` starts the copy the install script cached,
     offline. Set them in the test process: stdio servers inherit `npm_config_*`."""
