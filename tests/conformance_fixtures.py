@@ -5,7 +5,8 @@ A test extension, never imported by the product: a server started with
 tests/e2e/test_conformance.py does) installs them beside the real tools at start-up, so the
 whole `@modelcontextprotocol/conformance` suite can run against it (docs/conformance.md).
 They exercise the protocol (content types, progress, logging, sampling, elicitation,
-input-required rounds), not the catalog.
+input-required rounds, tasks), not the catalog. The tasks extension's tools (`slow_compute`,
+`failing_job`, …) run as real tasks, through `task_extension.task_tool`.
 """
 
 # ruff: noqa: E501 (fixture tables read best one row per line)
@@ -18,10 +19,12 @@ from typing import Any
 
 from mcp import types
 
-from mcp_endpoint import prompts, resources
+from mcp_endpoint import prompts, resources, tool_tasks
 from mcp_endpoint.dispatch import EXTRA_TOOLS, CallContext, ExtraTool
 from mcp_endpoint.errors import RpcError
 from mcp_endpoint.interaction import InputRequest
+from mcp_endpoint.task_extension import task_tool
+from mcp_endpoint.tool_tasks import START_TASK
 
 PNG = (
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJ"
@@ -226,6 +229,72 @@ def _json_schema_tool(arguments: dict[str, Any], context: CallContext) -> types.
     return result(text(f"Received: {json.dumps(arguments)}"))
 
 
+# The tasks extension's tools (SEP-2663): `task_tool` makes a call a task when the client
+# declared the extension; `tool_tasks.sleep` is a wait that cancelling the task interrupts.
+
+# The longest slow_compute will sleep: a client without the tasks extension holds a thread
+# that long.
+SLOW_COMPUTE_MAX_SECONDS = 120
+
+
+def _greet(arguments: dict[str, Any], context: CallContext) -> types.CallToolResult:
+    return result(text(f"Hello, {arguments.get('name', '')}!"))
+
+
+def _slow_compute(arguments: dict[str, Any], context: CallContext) -> types.CallToolResult:
+    asked = arguments.get("seconds", 0)
+    seconds = min(max(asked, 0), SLOW_COMPUTE_MAX_SECONDS) if isinstance(asked, int | float) else 0
+    tool_tasks.sleep(seconds)
+    return result(text(f"Computed {arguments.get('label', '')!r} in {seconds:g} s."))
+
+
+def _failing_job(arguments: dict[str, Any], context: CallContext) -> types.CallToolResult:
+    tool_tasks.sleep(1)
+    return result(text("The job failed, as this one always does."), is_error=True)
+
+
+def _protocol_error_job(arguments: dict[str, Any], context: CallContext) -> types.CallToolResult:
+    tool_tasks.sleep(0.2)
+    raise RpcError(types.INTERNAL_ERROR, "The job broke down, as this one always does.")
+
+
+def _accepted(answer: dict[str, Any]) -> dict[str, Any]:
+    """The content of an accepted elicitation; nothing if the user declined or cancelled."""
+    return (answer.get("content") or {}) if answer.get("action") == "accept" else {}
+
+
+def _confirm_delete(arguments: dict[str, Any], context: CallContext):
+    filename = arguments.get("filename", "")
+    yield START_TASK
+    answers = yield [
+        elicit("confirm", f"Delete {filename}?", {"confirm": {"type": "boolean"}}, ["confirm"])
+    ]
+    deleted = _accepted(answers["confirm"]).get("confirm") is True
+    return result(text(f"Deleted {filename}." if deleted else f"Kept {filename}."))
+
+
+def _multi_input(arguments: dict[str, Any], context: CallContext):
+    yield START_TASK
+    answers = yield [
+        elicit("name", "What is your name?", {"name": {"type": "string"}}, ["name"]),
+        elicit("confirm", "Go on?", {"confirm": {"type": "boolean"}}, ["confirm"]),
+    ]
+    name, go_on = (
+        _accepted(answers["name"]).get("name"),
+        _accepted(answers["confirm"]).get("confirm"),
+    )
+    return result(text(f"Name: {name}; go on: {go_on}."))
+
+
+def _greet_by_name_later(arguments: dict[str, Any], context: CallContext):
+    answers = yield [
+        elicit("user_name", "What is your name?", {"name": {"type": "string"}}, ["name"])
+    ]
+    yield START_TASK
+    tool_tasks.sleep(0.2)
+    return result(text(f"Hello, {_accepted(answers['user_name']).get('name', '')}!"))
+
+
 JSON_SCHEMA_2020_12 = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
@@ -303,6 +372,22 @@ TOOLS: list[tuple[str, str, dict[str, Any], Callable[[dict[str, Any], CallContex
     ("test_header_param", "Takes a region mirrored in a header.",
      {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}},
      _json_schema_tool),
+    ("greet", "Greets by name, at once (never a task).", _string_arguments("name"), _greet),
+    ("slow_compute", "Sleeps `seconds`, then answers; a task when the client can follow one.",
+     {"type": "object", "properties": {"seconds": {"type": "number", "minimum": 0,
+                                                   "maximum": SLOW_COMPUTE_MAX_SECONDS},
+                                       "label": {"type": "string"}}},
+     task_tool("slow_compute", _slow_compute)),
+    ("failing_job", "Fails in-band after a second; only ever a task.", NO_ARGUMENTS,
+     task_tool("failing_job", _failing_job, "required")),
+    ("protocol_error_job", "Fails with a JSON-RPC error; a task when it can be.", NO_ARGUMENTS,
+     task_tool("protocol_error_job", _protocol_error_job)),
+    ("confirm_delete", "Asks to confirm deleting a file, from within its task.",
+     _string_arguments("filename"), task_tool("confirm_delete", _confirm_delete)),
+    ("multi_input", "Asks two things at once, from within its task.", NO_ARGUMENTS,
+     task_tool("multi_input", _multi_input)),
+    ("test_tool_with_task", "Asks a name in the request, then greets from a task.", NO_ARGUMENTS,
+     task_tool("test_tool_with_task", _greet_by_name_later, "required")),
 ]  # fmt: skip
 
 
