@@ -29,7 +29,7 @@ from graphs.follow import Threads
 from mcp_endpoint import client_requests, dispatch, task_extension, workflow_calls
 from mcp_endpoint.dispatch import LOG_LEVELS, CallContext
 from mcp_endpoint.encoding import encode_json
-from mcp_endpoint.errors import RpcError
+from mcp_endpoint.errors import Forbidden, RpcError
 from mcp_endpoint.interaction import LegacyInteraction
 from mcp_endpoint.workflow_calls import WorkflowCall
 
@@ -59,10 +59,8 @@ class Caller:
     scopes: frozenset[str]
     # Requests per minute for this caller; None uses the configured default.
     rate_limit: int | None = None
-
-
-class Forbidden(RpcError):
-    """The caller lacks the scope a method needs (HTTP 403)."""
+    # May make this server start a process (a stdio provider): the local user of stdio only.
+    may_start_processes: bool = False
 
 
 @dataclass
@@ -226,6 +224,8 @@ def execute(
         result = types.EmptyResult()
     else:
         context.caller = caller.identity
+        context.scopes = caller.scopes
+        context.may_start_processes = caller.may_start_processes
         result = dispatch.call_method(request, context)
     serialize = partial(_serialize, method, version, context.server)
     notes = [{"jsonrpc": "2.0", **note} for note in context.notifications]

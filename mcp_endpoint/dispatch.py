@@ -28,10 +28,12 @@ from graphs.toolset import (
 )
 from mcp_endpoint import interaction, prompts, resources, task_extension, workflow_answers
 from mcp_endpoint.encoding import json_text
-from mcp_endpoint.errors import RpcError
+from mcp_endpoint.errors import Forbidden, RpcError
 from mcp_endpoint.interaction import LegacyInteraction
-from mcp_endpoint.tools import TOOLS, ToolError
+from mcp_endpoint.tool_definitions import ToolError
+from mcp_endpoint.tools import TOOLS
 from mcp_endpoint.workflow_calls import WorkflowCall
+from nodespecs.audit import Caller
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +65,10 @@ class CallContext:
     # The lowest level of log message the client asked for; None sends none.
     log_level: str | None = None
     client_capabilities: dict[str, Any] = field(default_factory=dict)
-    # Who called, as recorded in a workflow run's history.
+    # Who called, as recorded in a workflow run's history, and what they may do.
     caller: str = ""
+    scopes: frozenset[str] = frozenset()
+    may_start_processes: bool = False
     session_id: str = ""
     # The request's JSON-RPC id, as sent.
     request_id: Any = None
@@ -191,7 +195,7 @@ def tool_list(server: str | None = None) -> list[types.Tool]:
         group_served(server)
         return workflow_answers.workflow_tool_list(server)
     return [
-        *_knowledge_tools(),
+        *_own_tools(),
         *workflow_answers.workflow_tool_list(),
         *(extra.tool for extra in EXTRA_TOOLS.values()),
     ]
@@ -205,7 +209,8 @@ def tools_generation() -> Hashable:
 
 
 @cache
-def _knowledge_tools() -> tuple[types.Tool, ...]:
+def _own_tools() -> tuple[types.Tool, ...]:
+    """This server's own tools (tools.py) as `tools/list` shows them."""
     return tuple(
         types.Tool(
             name=tool.name,
@@ -215,9 +220,9 @@ def _knowledge_tools() -> tuple[types.Tool, ...]:
             output_schema=tool.output_schema,
             annotations=types.ToolAnnotations(
                 title=tool.title,
-                read_only_hint=True,
+                read_only_hint=not tool.writes,
                 destructive_hint=False,
-                idempotent_hint=True,
+                idempotent_hint=not tool.writes,
                 open_world_hint=False,
             ),
         )
@@ -253,8 +258,21 @@ def _workflow_call(
     )
 
 
+def _check_tool_scope(name: str, scope: str, context: CallContext) -> None:
+    if scope not in context.scopes:
+        raise Forbidden(
+            types.INVALID_REQUEST,
+            f"Forbidden: tools/call of {name} needs the scope {scope}, which this caller does not "
+            "have. Use an API key with that scope (ask an administrator for one).",
+        )
+
+
 def call_tool(params: types.CallToolRequestParams, context: CallContext) -> Answer:
-    """Run a tool; every failure comes back in-band with `isError` and how to fix the call."""
+    """Run a tool; every failure comes back in-band with `isError` and how to fix the call,
+    but a missing scope (`Forbidden`): this server's own tools each name theirs, every other
+    call needs tools:execute."""
+    own = TOOLS.get(params.name) if context.server is None else None
+    _check_tool_scope(params.name, own.scope if own else "tools:execute", context)
     if context.server is not None:
         return _call_group_tool(params, context, context.server)
     extra = EXTRA_TOOLS.get(params.name)
@@ -274,8 +292,9 @@ def call_tool(params: types.CallToolRequestParams, context: CallContext) -> Answ
             "Call tools/list for their schemas."
         )
     context.progress(0, 1, f"{tool.name} started")
+    caller = Caller(actor=context.caller, may_start_processes=context.may_start_processes)
     try:
-        structured = tool.call(params.arguments)
+        structured = tool.call(params.arguments, caller)
     except ToolError as exc:
         return _tool_error(str(exc))
     except SynchronousOnlyOperation:
@@ -397,7 +416,6 @@ GROUP_METHODS = frozenset({"ping", "tools/list", "tools/call"})
 # The scope a caller needs for each method; methods not listed need none.
 REQUIRED_SCOPES: dict[str, str] = {
     "tools/list": "tools:read",
-    "tools/call": "tools:execute",
     "tasks/get": "tools:execute",
     "tasks/cancel": "tools:execute",
     "tasks/update": "tools:execute",

@@ -1,4 +1,4 @@
-"""The JSON-RPC error that methods raise; the transport chooses the HTTP status."""
+"""The JSON-RPC errors that methods raise; the transport chooses the HTTP status."""
 
 from typing import Any
 
@@ -11,3 +11,7 @@ class RpcError(Exception):
         self.code = code
         self.message = message
         self.data = data
+
+
+class Forbidden(RpcError):
+    """The caller lacks the scope a method or tool needs (HTTP 403)."""

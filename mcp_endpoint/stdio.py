@@ -47,7 +47,9 @@ from mcp_endpoint.errors import RpcError
 from mcp_endpoint.models import Scope
 
 logger = logging.getLogger(__name__)
-LOCAL_USER = Caller("stdio", frozenset(Scope.values))
+# The user who started the process: every scope, and the right to start processes (they can
+# run any anyway).
+LOCAL_USER = Caller("stdio", frozenset(Scope.values), may_start_processes=True)
 Message = dict[str, Any]
 T = TypeVar("T")
 

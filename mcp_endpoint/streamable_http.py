@@ -27,14 +27,13 @@ from mcp_endpoint import dispatch, list_changes, sessions, task_extension, workf
 from mcp_endpoint.core import (
     MODERN_VERSION,
     Caller,
-    Forbidden,
     Reply,
     context_for,
     execute,
     initialize_result,
     negotiate,
 )
-from mcp_endpoint.errors import RpcError
+from mcp_endpoint.errors import Forbidden, RpcError
 from mcp_endpoint.http_messages import (
     JSON,
     SESSION_HEADER,

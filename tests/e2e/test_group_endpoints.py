@@ -111,9 +111,7 @@ def test_a_group_endpoint_is_the_graph_files_own_server(group_server, mode, vers
             for other in ("beta_echo", "search_nodes"):
                 refused = await client.call_tool(other, {})
                 assert refused.is_error
-                assert "this server's tools: alpha_double, alpha_greet" in (
-                    refused.content[0].text
-                )
+                assert "this server's tools: alpha_double, alpha_greet" in (refused.content[0].text)
 
     run(scenario)
 

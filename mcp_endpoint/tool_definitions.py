@@ -1,0 +1,85 @@
+"""How an MCP tool of this server is defined: a strict argument model, an output schema and a
+handler, with the scope a caller needs to call it.
+
+Handlers take the parsed arguments and who calls (a `nodespecs.audit.Caller`: its `actor` is
+the caller's identity, as run history records it) and return plain data; the protocol layer
+turns it into `structuredContent` plus a text block, and turns a `ToolError` into a result
+with `isError: true`. The tools themselves are in `knowledge_tools.py` and the modules
+`tools.py` gathers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from nodespecs import knowledge
+from nodespecs.audit import Caller
+
+
+class ToolError(Exception):
+    """A tool could not do what was asked; the message tells the caller how to fix the call."""
+
+
+class StrictArguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+@cache
+def _input_schema(arguments: type[StrictArguments]) -> dict[str, Any]:
+    """The JSON Schema of an argument model, built once (pydantic's is not cheap)."""
+    schema = arguments.model_json_schema()
+    # Optional string arguments read as plain strings (null is the same as leaving them out).
+    for prop in schema.get("properties", {}).values():
+        variants = prop.pop("anyOf", None)
+        if variants:
+            prop.update(next(v for v in variants if v.get("type") != "null"))
+            if prop.get("default", "") is None:
+                del prop["default"]
+    return schema
+
+
+@dataclass(frozen=True)
+class ToolDefinition:
+    name: str
+    title: str
+    description: str
+    arguments: type[StrictArguments]
+    output_schema: dict[str, Any]
+    handler: Callable[[Any, Caller], dict[str, Any]]
+    # The same small work whatever the arguments say: such a call may be answered in the
+    # event loop (mcp_endpoint/asgi.py); any other waits for a thread.
+    fixed_cost: bool = False
+    # The scope a caller needs to call it (mcp_endpoint.models.Scope).
+    scope: str = "tools:execute"
+    # Changes something (a workflow), rather than only reading: for the tool's annotations.
+    writes: bool = False
+
+    def input_schema(self) -> dict[str, Any]:
+        return _input_schema(self.arguments)
+
+    def parse(self, raw: dict[str, Any] | None) -> StrictArguments:
+        """Validate the arguments; a `ToolError` names each bad field and what is wrong."""
+        try:
+            return self.arguments.model_validate(raw or {})
+        except ValidationError as exc:
+            problems = []
+            for error in exc.errors():
+                field = ".".join(str(part) for part in error["loc"]) or "arguments"
+                message = error["msg"]
+                if error["type"] == "extra_forbidden":
+                    message = "unknown argument; check its spelling against the tool's inputSchema"
+                problems.append(f"{field}: {message}")
+            raise ToolError(f"Invalid arguments for {self.name}: " + "; ".join(problems)) from None
+
+    def call(self, raw: dict[str, Any] | None, caller: Caller) -> dict[str, Any]:
+        """Parse the arguments and run the handler for `caller`."""
+        arguments = self.parse(raw)
+        try:
+            return self.handler(arguments, caller)
+        except knowledge.KnowledgeError as exc:
+            raise ToolError(str(exc)) from None
