@@ -256,6 +256,8 @@ def _serialize(
     dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
     if version in MODERN_PROTOCOL_VERSIONS:
         dumped = _modern_result(method, dumped, server)
+    if isinstance(result, task_extension.CreateTaskResult):
+        return dumped  # SEP-2663's flat shape, which the SDK's result surfaces do not know
     return methods.serialize_server_result(method, version, dumped)
 
 
