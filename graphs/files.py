@@ -13,6 +13,7 @@ audit trail under the caller's name.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from graphs.services import (
     group_save,
     workflow_providers,
     workflow_save,
+    workflow_save_draft,
     workflow_tool_mapping,
 )
 from nodespecs.audit import Caller, audit_report
@@ -53,6 +55,8 @@ class GraphImportReport(ChangeReport):
     group: str = ""
     # Server name → provider name.
     providers: dict[str, str] = field(default_factory=dict, metadata={"outcome": False})
+    # Tool name → the number of the draft version saved for it (an import without publishing).
+    drafts: dict[str, int] = field(default_factory=dict, metadata={"outcome": False})
 
     def summary(self) -> str:
         return f"{self.group}: {ChangeReport.summary(self)}"
@@ -78,11 +82,21 @@ def _connection(server: ServerConfig, base_dir: Path | None) -> Connection:
 
 
 @transaction.atomic
-def graph_import(*, text: str, caller: Caller, base_dir: Path | None = None) -> GraphImportReport:
-    """Create or update the workflows of a graph file for `caller`; all or nothing.
+def graph_import(
+    *,
+    text: str | Mapping[str, Any],
+    caller: Caller,
+    base_dir: Path | None = None,
+    publish: bool = True,
+    comment: str = "Imported from YAML",
+) -> GraphImportReport:
+    """Create or update the workflows of a graph file (YAML text, or a document already
+    read) for `caller`; all or nothing. Each changed workflow is published at once, or with
+    `publish` False saved as a draft version that is not served (`report.drafts`).
 
-    Raises `GraphFileError` listing every problem when the file is invalid, or names a
-    stdio server the caller may not add.
+    An `mcpServers` entry equal to a registered provider's as `graph_document` shows it
+    (secrets masked) names that provider. Raises `GraphFileError` listing every problem when
+    the file is invalid, or names a stdio server the caller may not add.
     """
     try:
         definition = parse_definition(text)
@@ -90,14 +104,23 @@ def graph_import(*, text: str, caller: Caller, base_dir: Path | None = None) -> 
         raise GraphFileError(str(exc)) from None
     meta = definition.server
     group = WorkflowGroup.objects.filter(name=meta.name).first() or WorkflowGroup(name=meta.name)
-    group.version, group.title, group.instructions = meta.version, meta.title, meta.instructions
-    group_save(group)
+    if publish or group.pk is None:  # a draft leaves the served group's metadata alone
+        group.version, group.title = meta.version, meta.title
+        group.instructions = meta.instructions
+        group_save(group)
     report = GraphImportReport(group=group.name)
+    registered = {
+        name: provider
+        for name, server in definition.mcp_servers.items()
+        if (provider := _registered_as(server)) is not None
+    }
     connections = {
-        name: _connection(server, base_dir) for name, server in definition.mcp_servers.items()
+        name: _connection(server, base_dir)
+        for name, server in definition.mcp_servers.items()
+        if name not in registered
     }
     try:
-        providers = workflow_providers(servers=connections, caller=caller)
+        providers = {**workflow_providers(servers=connections, caller=caller), **registered}
     except ValidationError as exc:
         raise GraphFileError("\n".join(exc.messages)) from None
     servers = {name: provider.pk for name, provider in providers.items()}
@@ -107,8 +130,9 @@ def graph_import(*, text: str, caller: Caller, base_dir: Path | None = None) -> 
         workflow = Workflow.objects.filter(name=tool.name).first()
         created = workflow is None
         if workflow is None:
-            workflow = Workflow(name=tool.name)
-        workflow.group = group
+            workflow = Workflow(name=tool.name, group=group)
+        elif publish:
+            workflow.group = group
         workflow.description = tool.description
         workflow.input_schema = tool.input_schema
         workflow.output_schema = tool.output_schema
@@ -116,9 +140,11 @@ def graph_import(*, text: str, caller: Caller, base_dir: Path | None = None) -> 
         workflow.limits = limits
         workflow.servers = {name: pk for name, pk in servers.items() if _uses(tool, name)}
         try:
-            version = workflow_save(
-                workflow=workflow, author=caller.user, comment="Imported from YAML"
-            )
+            if publish:
+                version = workflow_save(workflow=workflow, author=caller.user, comment=comment)
+            else:
+                version = workflow_save_draft(workflow=workflow, caller=caller, comment=comment)
+                report.drafts[tool.name] = version.number
         except ValidationError as exc:
             raise GraphFileError(f"tool {tool.name!r}: " + "; ".join(exc.messages)) from None
         if created:
@@ -130,6 +156,15 @@ def graph_import(*, text: str, caller: Caller, base_dir: Path | None = None) -> 
     changed = Workflow.objects.filter(name__in=report.created + report.updated)
     audit_report(actor=caller.actor, report=report, objects=changed)
     return report
+
+
+def _registered_as(server: ServerConfig) -> Provider | None:
+    """The registered provider named as `server` is, when `server` is its entry as
+    `graph_document` shows it (secrets masked): an agent sends back what it was shown."""
+    provider = Provider.objects.filter(name=server.name).first()
+    if provider is None or _server_config(server.name, provider, masked=True) != server:
+        return None
+    return provider
 
 
 def _uses(tool: ToolGraph, server: str) -> bool:
@@ -156,13 +191,32 @@ def graph_export(*, name: str) -> str:
             f"The workflows of {group.name!r} have different execution limits, which one file "
             "cannot hold: export them one by one."
         )
-    provider_ids = {pk for w in workflows for pk in w.servers.values()}
-    providers = Provider.objects.in_bulk(provider_ids)
-    servers: dict[str, Any] = {}
-    for workflow in workflows:
-        for server_name, pk in workflow.servers.items():
-            servers[server_name] = server_to_dict(_server_config(server_name, providers[pk]))
-    document: dict[str, Any] = {
+    servers = {name: pk for w in workflows for name, pk in w.servers.items()}
+    tools = [workflow_tool_mapping(workflow) for workflow in workflows]
+    document = graph_document(group, tools, workflows[0].limits, servers, masked=False)
+    # A comment, so the file imports back as it was: where the group's MCP server is.
+    served = f"# The MCP server of this file is served at /mcp/{group.slug}\n"
+    return served + dump_yaml(document)  # multi-line expressions as block scalars
+
+
+def graph_document(
+    group: WorkflowGroup,
+    tools: list[dict[str, Any]],
+    limits: dict[str, Any],
+    servers: dict[str, int],
+    *,
+    masked: bool,
+) -> dict[str, Any]:
+    """A graph file's document: `group`'s server block, the limits, an `mcpServers` entry
+    for each server name bound to a provider (`servers`: name → provider id) and the tool
+    mappings. `masked` writes each env and header value as SECRET_MASK, for callers who
+    must not read them (an entry so masked still names its provider on import)."""
+    providers = Provider.objects.in_bulk(set(servers.values()))
+    entries = {
+        name: server_to_dict(_server_config(name, providers[pk], masked=masked))
+        for name, pk in servers.items()
+    }
+    return {
         "version": "1.0",
         "server": {
             "name": group.name,
@@ -170,24 +224,28 @@ def graph_export(*, name: str) -> str:
             "title": group.title or group.name,
             **({"instructions": group.instructions} if group.instructions else {}),
         },
-        "executionLimits": workflows[0].limits,
-        "mcpServers": servers,
-        "tools": [workflow_tool_mapping(workflow) for workflow in workflows],
+        "executionLimits": limits,
+        "mcpServers": entries,
+        "tools": tools,
     }
-    # A comment, so the file imports back as it was: where the group's MCP server is.
-    served = f"# The MCP server of this file is served at /mcp/{group.slug}\n"
-    return served + dump_yaml(document)  # multi-line expressions as block scalars
 
 
-def _server_config(name: str, provider: Provider) -> ServerConfig:
+# What an env or header value reads as where its secret must not be shown.
+SECRET_MASK = "<secret>"
+
+
+def _server_config(name: str, provider: Provider, *, masked: bool = False) -> ServerConfig:
+    def shown(values: dict[str, str]) -> dict[str, str]:
+        return {key: SECRET_MASK for key in values} if masked else dict(values)
+
     return ServerConfig(
         name=name,
         transport=provider.transport,
         command=provider.command,
         args=tuple(provider.args),
-        env=dict(provider.env),
+        env=shown(provider.env),
         cwd=provider.cwd,
         url=provider.url,
-        headers=dict(provider.headers),
+        headers=shown(provider.headers),
         timeout_seconds=provider.timeout_seconds,
     )

@@ -86,7 +86,17 @@ class Workflow(models.Model):
 
 
 class WorkflowVersion(Revision):
-    """An immutable snapshot of a workflow, taken at each change; runs point here."""
+    """An immutable snapshot of a workflow, taken at each change; runs point here.
+
+    A version is a draft until it is published (`published_at`); the workflow serves the one
+    its `current_version` names. Saving in the admin or importing a file publishes at once;
+    agents save drafts, test them and publish one (graphs/drafts.py)."""
+
+    class Status(models.TextChoices):
+        DRAFT = "draft", "Draft"
+        PUBLISHED = "published", "Published"
+        # Was published, and another version is served now.
+        RETIRED = "retired", "Retired"
 
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="versions")
     # The tool in the YAML format's shape: name, description, inputSchema, outputSchema, nodes.
@@ -94,6 +104,7 @@ class WorkflowVersion(Revision):
     limits = models.JSONField(default=dict)
     servers = models.JSONField(default=dict)
     digest = models.CharField(max_length=64)
+    published_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["workflow", "-number"]
@@ -103,6 +114,15 @@ class WorkflowVersion(Revision):
 
     def __str__(self) -> str:
         return f"{self.workflow.name} v{self.number}"
+
+    @property
+    def status(self) -> str:
+        """Draft, published (served now) or retired."""
+        if self.published_at is None:
+            return self.Status.DRAFT
+        if self.workflow.current_version_id == self.pk:
+            return self.Status.PUBLISHED
+        return self.Status.RETIRED
 
 
 class Run(models.Model):

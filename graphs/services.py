@@ -11,6 +11,7 @@ from typing import Any
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils import timezone
 
 from graphs import toolset
 from graphs.engine import DefinitionError, ExecutionLimits, ToolGraph, parse_tool, tool_to_dict
@@ -101,7 +102,8 @@ def _digest(*parts: Any) -> str:
 def workflow_save(
     *, workflow: Workflow, author: AbstractBaseUser | None = None, comment: str = ""
 ) -> WorkflowVersion | None:
-    """Validate and save a workflow; freeze a new version when its graph changed.
+    """Validate and save a workflow, and publish it: freeze a new version, served at once,
+    when its graph changed (the admin's Save, and imported files).
 
     Returns the new version, or None when only non-graph fields (such as `enabled`) changed.
     Raises `ValidationError` keyed by field when the workflow is invalid.
@@ -121,11 +123,64 @@ def workflow_save(
         limits=workflow.limits,
         servers=workflow.servers,
         digest=digest,
+        published_at=timezone.now(),
         **WorkflowVersion.authored(author, comment),
     )
     workflow.current_version = version
     workflow.save(update_fields=["current_version"])
     return version
+
+
+@transaction.atomic
+def workflow_save_draft(
+    *, workflow: Workflow, caller: Caller, comment: str = ""
+) -> WorkflowVersion:
+    """Validate a workflow as edited and freeze it as a draft version, which is not served.
+
+    The workflow's own row (what it serves) changes only when it is new: it is then created
+    with no published version, so it serves nothing until one is published. Saving the same
+    graph as the latest draft again returns that draft. Raises `ValidationError` as
+    `workflow_save` does."""
+    tool = workflow_validate(workflow)
+    definition = tool_to_dict(tool)
+    digest = _digest(definition, workflow.limits, workflow.servers)
+    if workflow.pk is None:
+        workflow.save()
+    latest = workflow.versions.order_by("-number").first()
+    if latest is not None and latest.digest == digest and latest.published_at is None:
+        return latest
+    return WorkflowVersion.objects.create(
+        workflow=workflow,
+        number=WorkflowVersion.next_number(workflow.versions),
+        definition=definition,
+        limits=workflow.limits,
+        servers=workflow.servers,
+        digest=digest,
+        **WorkflowVersion.authored(caller.user, comment, actor=caller.actor),
+    )
+
+
+@transaction.atomic
+def workflow_publish(*, version: WorkflowVersion) -> Workflow:
+    """Serve `version` of its workflow from now on (a draft, or an earlier published version
+    to roll back to), after checking it again as the engine will run it: its providers must
+    still be registered and its limits within today's ceilings. Raises `ValidationError`."""
+    workflow = Workflow.objects.select_for_update().get(pk=version.workflow_id)
+    definition = version.definition
+    workflow.description = definition.get("description", "")
+    workflow.input_schema = definition.get("inputSchema", {})
+    workflow.output_schema = definition.get("outputSchema")
+    workflow.nodes = definition.get("nodes", [])
+    workflow.limits = version.limits
+    workflow.servers = version.servers
+    workflow_validate(workflow)
+    workflow.current_version = version
+    workflow.save()
+    if version.published_at is None:
+        version.published_at = timezone.now()
+        version.save(update_fields=["published_at"])
+    toolset.workflows_changed()
+    return workflow
 
 
 def group_save(group: WorkflowGroup) -> WorkflowGroup:

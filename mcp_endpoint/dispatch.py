@@ -230,9 +230,18 @@ def _own_tools() -> tuple[types.Tool, ...]:
     )
 
 
-def _tool_error(message: str) -> types.CallToolResult:
+def _tool_error(message: str, details: dict[str, Any] | None = None) -> types.CallToolResult:
+    """A tool result with `isError`; `details` also go in `structuredContent` and the text."""
+    text = f"Error: {message}"
+    if details is None:
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], is_error=True
+        )
+    structured = {"error": message, **details}
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=f"Error: {message}")], is_error=True
+        content=[types.TextContent(type="text", text=f"{text}\n{json_text(details)}")],
+        structured_content=structured,
+        is_error=True,
     )
 
 
@@ -296,7 +305,7 @@ def call_tool(params: types.CallToolRequestParams, context: CallContext) -> Answ
     try:
         structured = tool.call(params.arguments, caller)
     except ToolError as exc:
-        return _tool_error(str(exc))
+        return _tool_error(str(exc), exc.details)
     except SynchronousOnlyOperation:
         raise  # work the event loop must not do: the ASGI app does it on a thread
     except Exception:

@@ -14,6 +14,7 @@ class Scope(models.TextChoices):
     TOOLS_EXECUTE = "tools:execute", "Call tools"
     RESOURCES_READ = "resources:read", "List and read resources"
     RUNS_READ = "runs:read", "Read every workflow run and its node executions"
+    WORKFLOWS_WRITE = "workflows:write", "Create, change and publish workflows"
     HEALTH_CHECK = "health:check", "Read the health endpoint"
 
 

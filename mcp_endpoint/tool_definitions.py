@@ -22,7 +22,12 @@ from nodespecs.audit import Caller
 
 
 class ToolError(Exception):
-    """A tool could not do what was asked; the message tells the caller how to fix the call."""
+    """A tool could not do what was asked; the message tells the caller how to fix the call,
+    and `details` (e.g. `{"problems": [...]}`), when given, says it so a program can act."""
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.details = details
 
 
 class StrictArguments(BaseModel):

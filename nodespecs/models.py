@@ -276,11 +276,12 @@ class Revision(models.Model):
         abstract = True
 
     @staticmethod
-    def authored(author: AbstractBaseUser | None, comment: str) -> dict[str, Any]:
-        """The fields that say who saved a revision and why, for `create()`."""
+    def authored(author: AbstractBaseUser | None, comment: str, actor: str = "") -> dict[str, Any]:
+        """The fields that say who saved a revision and why, for `create()`: a user, or else
+        `actor` (an API key's `key:<prefix>`)."""
         return {
             "author": author if author is not None and author.pk else None,
-            "author_name": author.get_username() if author is not None else "",
+            "author_name": author.get_username() if author is not None else actor[:150],
             "comment": comment[:300],
         }
 
