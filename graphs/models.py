@@ -153,6 +153,10 @@ class Run(models.Model):
     # The JSON-RPC id (as JSON) of the tools/call that started the run, so that the client's
     # notifications/cancelled can find it from any process.
     request_id = models.CharField(max_length=200, blank=True)
+    # A test run (test_workflow): shown apart in the history, left out of the figures. Its
+    # mocked mcp nodes' answers by node id (CallToolResult JSON), fixed when it is created.
+    is_test = models.BooleanField(default=False)
+    mocks = models.JSONField(null=True, blank=True)
     # Execution (graphs/liveness.py): which process runs it, its last sign of life, and why
     # someone asked to stop it (non-empty: cancellation requested).
     worker = models.CharField(max_length=200, blank=True, help_text="host:pid running it.")

@@ -19,6 +19,7 @@ from typing import Any
 
 import jsonschema
 from django.utils import timezone
+from mcp.types import CallToolResult
 
 from graphs import liveness
 from graphs.engine import (
@@ -26,6 +27,7 @@ from graphs.engine import (
     CompiledTool,
     ExecutionLimits,
     GraphRunError,
+    MockedCall,
     compile_tool,
     execute,
     parse_tool,
@@ -64,6 +66,10 @@ class RunRequest:
     # The (id, digest) of the version to run, as `tools/list` showed it (a version already
     # run in this process then needs no query); None runs the current one.
     version: tuple[int, str] | None = None
+    # A test run (graphs/test_runs.py), and what its mocked mcp nodes answer, by node id
+    # (CallToolResult JSON).
+    is_test: bool = False
+    mocks: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -168,6 +174,14 @@ def _downstream(
     return call_tool
 
 
+def _mocked(mocks: dict[str, Any] | None) -> MockedCall | None:
+    """The engine's answers for a test run's mocked nodes (`Run.mocks`), or None."""
+    if not mocks:
+        return None
+    answers = {node_id: CallToolResult.model_validate(result) for node_id, result in mocks.items()}
+    return lambda node: answers.get(node.id)
+
+
 def _status_of(error: GraphRunError) -> str:
     if error.kind == "cancelled":
         return Run.Status.CANCELLED
@@ -212,6 +226,8 @@ def _create(prepared: _Prepared, request: RunRequest, *, status: str) -> Run:
         caller=request.caller[:200],
         session_id=request.session_id[:200],
         request_id=request.request_id[:200],
+        is_test=request.is_test,
+        mocks=request.mocks,
         started_at=now if running else None,
         heartbeat_at=now if running else None,
         worker=liveness.process_label() if running else "",
@@ -283,6 +299,7 @@ def _execute(
                 limits=limits,
                 observer=recorder,
                 cancel=token,
+                mocked=_mocked(run.mocks),
             )
         except GraphRunError as exc:
             error = ceiling_explained(exc, prepared.limits, limits)

@@ -42,6 +42,8 @@ class RunFilters:
     since: datetime | None = None
     until: datetime | None = None
     run_id: int | None = None
+    # Test runs (test_workflow): "only" them, "hide" them, or "" for every run.
+    tests: str = ""
 
 
 def runs_filtered(filters: RunFilters) -> QuerySet[Run]:
@@ -58,6 +60,8 @@ def runs_filtered(filters: RunFilters) -> QuerySet[Run]:
         conditions &= Q(created_at__gte=filters.since)
     if filters.until is not None:
         conditions &= Q(created_at__lt=filters.until)
+    if filters.tests:
+        conditions &= Q(is_test=filters.tests == "only")
     return Run.objects.filter(conditions)
 
 
@@ -83,6 +87,7 @@ def run_list(
             "created_at",
             "duration_ms",
             "error_node_id",
+            "is_test",
             "version__number",
         )
         .annotate(error_summary=Left("error", ERROR_SUMMARY_CHARS))
@@ -296,7 +301,8 @@ def workflow_overview() -> list[Workflow]:
 def recent_run_figures(
     *, workflow_ids: Sequence[int], window: int = RECENT_RUNS
 ) -> dict[int, RunFigures]:
-    """Figures of each workflow over its latest `window` runs, in one query.
+    """Figures of each workflow over its latest `window` runs, in one query; test runs
+    (test_workflow) are left out: they say how drafts behaved, not the workflow served.
 
     Each workflow's latest runs come from its index (a bounded range scan), joined in one
     UNION ALL; the percentiles are computed here over at most `window` durations each.
@@ -305,7 +311,7 @@ def recent_run_figures(
         return {}
     parts = [
         Run.objects.filter(
-            pk__in=Run.objects.filter(workflow_id=workflow_id)
+            pk__in=Run.objects.filter(workflow_id=workflow_id, is_test=False)
             .order_by("-created_at", "-id")
             .values("pk")[:window]
         )

@@ -26,7 +26,7 @@ from graphs.engine.definition import (
     ToolGraph,
 )
 from graphs.engine.errors import DefinitionError, GraphRunError, RunCancelled
-from graphs.engine.executor import CallTool, execute
+from graphs.engine.executor import CallTool, MockedCall, execute
 from graphs.engine.loading import load_yaml
 from graphs.engine.observer import NodeRecord, NullObserver, Observer
 from graphs.engine.parsing import parse_definition, parse_tool
@@ -41,6 +41,7 @@ __all__ = [
     "ExecutionLimits",
     "GraphDefinition",
     "GraphRunError",
+    "MockedCall",
     "Node",
     "NodeRecord",
     "NullObserver",

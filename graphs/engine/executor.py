@@ -33,6 +33,9 @@ from graphs.engine.results import error_text, tool_output
 #: ``call_tool(server_name, tool_name, arguments, timeout_seconds)``: raises on a transport
 #: failure or timeout, else returns the result (which may have ``is_error`` set).
 CallTool = Callable[[str, str, dict[str, Any], float | None], CallToolResult]
+#: ``mocked(node)``: what a test run's mcp node answers instead of calling its server, or
+#: None to call it for real.
+MockedCall = Callable[[Node], CallToolResult | None]
 
 DEFAULT_LIMITS = ExecutionLimits()
 
@@ -45,12 +48,14 @@ def execute(
     limits: ExecutionLimits = DEFAULT_LIMITS,
     observer: Observer | None = None,
     cancel: CancelToken | None = None,
+    mocked: MockedCall | None = None,
 ) -> Any:
-    """Run the tool with these arguments and return its exit node's output.
+    """Run the tool with these arguments and return its exit node's output; `mocked` answers
+    the mcp nodes of a test run that are not to call their servers.
 
     Raises GraphRunError (RunCancelled when cancelled) naming the node and the kind of failure.
     """
-    run = _Run(compiled, arguments, call_tool, limits, observer or NullObserver(), cancel)
+    run = _Run(compiled, arguments, call_tool, limits, observer or NullObserver(), cancel, mocked)
     return run.run()
 
 
@@ -65,6 +70,7 @@ class _Run:
         limits: ExecutionLimits,
         observer: Observer,
         cancel: CancelToken | None,
+        mocked: MockedCall | None = None,
     ) -> None:
         self.compiled = compiled
         self.arguments = arguments
@@ -76,6 +82,7 @@ class _Run:
         self.guard = Guard(self.started + limits.max_execution_time_ms / 1000)
         self.history = RunHistory()
         self.bindings = {**self.history.bindings, **self.guard.bindings}
+        self.mocked = mocked
 
     def run(self) -> Any:
         self.observer.run_started(self.compiled.tool.name, self.arguments)
@@ -204,7 +211,11 @@ class _Run:
                 "expression",
             )
         record.detail = {"server": node.server, "tool": node.tool, "arguments": arguments}
-        result = self._call_with_retry(node, arguments, record)
+        result = self.mocked(node) if self.mocked is not None else None
+        if result is not None:
+            record.detail["mocked"] = True
+        else:
+            result = self._call_with_retry(node, arguments, record)
         if result.is_error:
             raise GraphRunError(
                 f"node {node.id!r}: tool {node.tool!r} on server {node.server!r} returned an "

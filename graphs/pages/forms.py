@@ -27,6 +27,11 @@ class RunFilterForm(forms.Form):
     caller = forms.CharField(
         required=False, max_length=200, help_text="The exact caller, as shown in a run."
     )
+    tests = forms.ChoiceField(
+        label="Test runs",
+        required=False,
+        choices=[("", "with test runs"), ("hide", "without test runs"), ("only", "test runs only")],
+    )
     since = forms.DateTimeField(label="From", required=False, widget=DateTimeInput)
     until = forms.DateTimeField(label="Until", required=False, widget=DateTimeInput)
     before = forms.CharField(required=False, widget=forms.HiddenInput)
@@ -72,6 +77,7 @@ class RunFilterForm(forms.Form):
             since=data["since"],
             until=data["until"],
             run_id=data["run"],
+            tests=data["tests"],
         )
 
 
