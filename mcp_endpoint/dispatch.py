@@ -30,7 +30,7 @@ from mcp_endpoint import interaction, prompts, resources, task_extension, workfl
 from mcp_endpoint.encoding import json_text
 from mcp_endpoint.errors import Forbidden, RpcError
 from mcp_endpoint.interaction import LegacyInteraction
-from mcp_endpoint.tool_definitions import ToolError
+from mcp_endpoint.tool_definitions import StartRun, ToolError
 from mcp_endpoint.tools import TOOLS
 from mcp_endpoint.workflow_calls import WorkflowCall
 from nodespecs.audit import Caller
@@ -246,10 +246,14 @@ def _tool_error(message: str, details: dict[str, Any] | None = None) -> types.Ca
 
 
 def _workflow_call(
-    tool: WorkflowTool, arguments: dict[str, Any] | None, context: CallContext
+    tool: WorkflowTool,
+    arguments: dict[str, Any] | None,
+    context: CallContext,
+    start: StartRun | None = None,
 ) -> WorkflowCall:
-    """A workflow's call, for the core to follow as it answers."""
-    return WorkflowCall(
+    """A workflow's call, for the core to follow as it answers; or the run a tool started
+    (`start`: a test run)."""
+    call = WorkflowCall(
         tool=tool,
         request=RunRequest(
             name=tool.name,
@@ -259,12 +263,17 @@ def _workflow_call(
             # As JSON ("7", '"a"'), so that `notifications/cancelled` finds the run.
             request_id=json.dumps(context.request_id),
             version=(tool.version_id, tool.digest),
+            is_test=start.is_test if start is not None else False,
+            mocks=start.mocks if start is not None else None,
         ),
         request_id=context.request_id,
         progress_token=context.progress_token,
         may_become_task=context.stateless and task_extension.declared(context.client_capabilities),
         cancel_on_disconnect=context.stateless,
     )
+    if start is not None:
+        call.answer = start.answer
+    return call
 
 
 def _check_tool_scope(name: str, scope: str, context: CallContext) -> None:
@@ -303,7 +312,7 @@ def call_tool(params: types.CallToolRequestParams, context: CallContext) -> Answ
     context.progress(0, 1, f"{tool.name} started")
     caller = Caller(actor=context.caller, may_start_processes=context.may_start_processes)
     try:
-        structured = tool.call(params.arguments, caller)
+        answered = tool.call(params.arguments, caller)
     except ToolError as exc:
         return _tool_error(str(exc), exc.details)
     except SynchronousOnlyOperation:
@@ -311,6 +320,9 @@ def call_tool(params: types.CallToolRequestParams, context: CallContext) -> Answ
     except Exception:
         logger.exception("Tool %s failed", tool.name)
         return _tool_error(f"{tool.name} failed on the server; the error is logged. Try again.")
+    if isinstance(answered, StartRun):
+        return _workflow_call(answered.tool, answered.arguments, context, answered)
+    structured = answered
     for entry in structured.get("nodes", []):
         if "warning" in entry:
             context.log("warning", entry["warning"])

@@ -17,6 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from graphs.toolset import WorkflowTool
+from mcp_endpoint.workflow_calls import Answer
 from nodespecs import knowledge
 from nodespecs.audit import Caller
 
@@ -28,6 +30,20 @@ class ToolError(Exception):
     def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.details = details
+
+
+@dataclass(frozen=True)
+class StartRun:
+    """A tool's answer that is a run of a workflow version to follow (test_workflow): the core
+    follows it as it follows a workflow's call, progress and cancellation included, and
+    `answer` makes the result of its outcome."""
+
+    tool: WorkflowTool
+    arguments: dict[str, Any]
+    answer: Answer
+    is_test: bool = False
+    # A test run's mocked nodes' answers (graphs/mocks.py).
+    mocks: dict[str, Any] | None = None
 
 
 class StrictArguments(BaseModel):
@@ -55,7 +71,8 @@ class ToolDefinition:
     description: str
     arguments: type[StrictArguments]
     output_schema: dict[str, Any]
-    handler: Callable[[Any, Caller], dict[str, Any]]
+    # Its answer as plain data, or a run to follow (`StartRun`).
+    handler: Callable[[Any, Caller], dict[str, Any] | StartRun]
     # The same small work whatever the arguments say: such a call may be answered in the
     # event loop (mcp_endpoint/asgi.py); any other waits for a thread.
     fixed_cost: bool = False
@@ -81,7 +98,7 @@ class ToolDefinition:
                 problems.append(f"{field}: {message}")
             raise ToolError(f"Invalid arguments for {self.name}: " + "; ".join(problems)) from None
 
-    def call(self, raw: dict[str, Any] | None, caller: Caller) -> dict[str, Any]:
+    def call(self, raw: dict[str, Any] | None, caller: Caller) -> dict[str, Any] | StartRun:
         """Parse the arguments and run the handler for `caller`."""
         arguments = self.parse(raw)
         try:

@@ -87,6 +87,11 @@ def still_going(name: str, run_id: int, status: str) -> types.CallToolResult:
     )
 
 
+def workflow_result(tool: WorkflowTool, outcome: RunOutcome) -> types.CallToolResult:
+    """A workflow call's result: `outcome_result` for the tool."""
+    return outcome_result(tool.name, tool.output_schema, outcome)
+
+
 def outcome_result(
     name: str, output_schema: dict[str, Any] | None, outcome: RunOutcome
 ) -> types.CallToolResult:

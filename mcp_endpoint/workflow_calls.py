@@ -32,6 +32,8 @@ from mcp_endpoint import task_extension, workflow_answers
 logger = logging.getLogger(__name__)
 
 Message = dict[str, Any]
+# A run's outcome as the call's result.
+Answer = Callable[[WorkflowTool, RunOutcome], types.CallToolResult]
 
 
 @dataclass
@@ -49,6 +51,9 @@ class WorkflowCall:
     cancel_on_disconnect: bool
     # Serialises a result for the request's era.
     serialize: Callable[[types.Result], Message] = field(repr=False, default=dict)
+    # Makes the call's result of its run's outcome (on the run's thread: it may query): the
+    # workflow's exit value, or for test_workflow what each node did.
+    answer: Answer = workflow_answers.workflow_result
 
 
 def _response(call: WorkflowCall, result: Message) -> Message:
@@ -61,9 +66,7 @@ def _tool_response(call: WorkflowCall, result: types.CallToolResult) -> Message:
 
 def _outcome_response(call: WorkflowCall, outcome: RunOutcome) -> Message:
     """The response to a call whose run has ended (on a thread: see `follow`)."""
-    return _tool_response(
-        call, workflow_answers.outcome_result(call.tool.name, call.tool.output_schema, outcome)
-    )
+    return _tool_response(call, call.answer(call.tool, outcome))
 
 
 def _progress(call: WorkflowCall, node: NodeFinished) -> Message:
