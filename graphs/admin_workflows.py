@@ -8,23 +8,29 @@ import json
 from typing import Any
 
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.html import format_html
 
 from graphs.admin_display import DrawingMedia, drawing_html, yaml_html
 from graphs.admin_forms import TestRunForm, WorkflowForm
 from graphs.drawing import draw_graph
 from graphs.models import Workflow, WorkflowGroup, WorkflowVersion
 from graphs.runs import RunRequest, WorkflowCallError, workflow_call
-from graphs.services import group_save, workflow_save
+from graphs.services import group_save, workflow_publish, workflow_save, workflow_save_draft
 from nodespecs.admin_audit import AuditedAdmin, admin_user
+from nodespecs.audit import caller_user
+
+# The change form's second save button: store a draft, do not publish.
+SAVE_DRAFT = "_save_draft"
 
 
 class VersionInline(admin.TabularInline):
     model = WorkflowVersion
-    fields = ("number", "created_at", "author_name", "comment", "digest")
+    fields = ("number", "state", "created_at", "author_name", "comment", "digest")
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -32,6 +38,14 @@ class VersionInline(admin.TabularInline):
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    @admin.display(description="Status")
+    def state(self, version: WorkflowVersion) -> str:
+        """Published, retired, or a draft with the link that publishes it."""
+        if version.status != WorkflowVersion.Status.DRAFT:
+            return str(version.get_status_display())
+        url = reverse("admin:graphs_workflow_publish", args=[version.workflow_id, version.number])
+        return format_html('Draft · <a href="{}">Publish…</a>', url)
 
 
 class WorkflowAdmin(AuditedAdmin):
@@ -58,6 +72,21 @@ class WorkflowAdmin(AuditedAdmin):
         return drawing_html(draw_graph(workflow.nodes))
 
     def save_model(self, request: HttpRequest, obj: Workflow, form: Any, change: bool) -> None:
+        """Save and publish; or, with "Save as draft", store a draft version and leave the
+        served one alone."""
+        if SAVE_DRAFT in request.POST:
+            version = workflow_save_draft(
+                workflow=obj,
+                caller=caller_user(admin_user(request)),
+                comment="Saved as a draft in the admin",
+            )
+            self.message_user(
+                request,
+                f"Saved as draft version {version.number}; the published version is still "
+                "served. Publish the draft from the versions below.",
+                messages.WARNING,
+            )
+            return
         workflow_save(workflow=obj, author=admin_user(request), comment="Edited in the admin")
 
     def get_urls(self) -> list[Any]:
@@ -67,8 +96,42 @@ class WorkflowAdmin(AuditedAdmin):
                 self.admin_site.admin_view(self.test_run_view),
                 name="graphs_workflow_test_run",
             ),
+            path(
+                "<int:workflow_id>/publish/<int:number>/",
+                self.admin_site.admin_view(self.publish_view),
+                name="graphs_workflow_publish",
+            ),
             *super().get_urls(),
         ]
+
+    def publish_view(self, request: HttpRequest, workflow_id: int, number: int) -> HttpResponse:
+        """Confirm, then serve version `number` of the workflow from now on."""
+        workflow = get_object_or_404(Workflow, pk=workflow_id)
+        version = get_object_or_404(WorkflowVersion, workflow=workflow, number=number)
+        if not self.has_change_permission(request, workflow):
+            return HttpResponseRedirect(reverse("admin:index"))
+        change_url = reverse("admin:graphs_workflow_change", args=[workflow.pk])
+        if request.method == "POST":
+            try:
+                workflow_publish(version=version)
+            except ValidationError as exc:
+                self.message_user(
+                    request,
+                    f"Version {number} cannot be published: {'; '.join(exc.messages)}",
+                    messages.ERROR,
+                )
+            else:
+                self.message_user(request, f"Version {number} is served now.", messages.SUCCESS)
+            return HttpResponseRedirect(change_url)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Publish version {number} of {workflow.name}",
+            "workflow": workflow,
+            "version": version,
+            "opts": self.model._meta,
+            "definition": yaml_html(version.definition),
+        }
+        return TemplateResponse(request, "admin/graphs/workflow/publish.html", context)
 
     def test_run_view(self, request: HttpRequest, workflow_id: int) -> HttpResponse:
         """Run the workflow with sample arguments; the run's history page shows what it did."""
