@@ -24,28 +24,51 @@ from graphs.engine.expressions import (
     Expression,
     ExpressionError,
     ExpressionSyntaxError,
+    ExpressionTooLong,
     Guard,
+    ParseBudget,
     RegexRefused,
 )
 
 _OMIT = object()  # the value of an expression that is undefined
+Keys = tuple[str | int, ...]
 
 
 @dataclass(frozen=True)
-class _Evaluated:
+class Evaluated:
+    """An expression of the args: evaluated when the node runs. ``keys`` say where it is
+    written, from the node (``("args", "path")``, ``("args", "count", "expr")``)."""
+
     expression: Expression
     field: str
+    keys: Keys = ()
 
 
 @dataclass(frozen=True)
-class _Literal:
+class Literal:
+    """A ``{literal: ...}`` value of the args: passed as written."""
+
     value: Any
 
 
-def compile_args(raw: Any, field: str = "args") -> tuple[Any, list[tuple[str, str]]]:
-    """The args as a template ``fill`` can evaluate, and the (field, problem) pairs found."""
-    problems: list[tuple[str, str]] = []
-    return _compile(raw, field, problems), problems
+@dataclass(frozen=True)
+class ArgProblem:
+    """A problem of the args: its kind, the field in words, its keys from the node, what."""
+
+    code: str
+    field: str
+    keys: Keys
+    message: str
+
+
+def compile_args(
+    raw: Any, field: str = "args", *, budget: ParseBudget | None = None
+) -> tuple[Any, list[ArgProblem]]:
+    """The args as a template ``fill`` can evaluate, and the problems found. In the template
+    an expression is an ``Evaluated``, a ``{literal: ...}`` a ``Literal``, anything else
+    itself."""
+    problems: list[ArgProblem] = []
+    return _compile(raw, field, ("args",), problems, budget), problems
 
 
 def fill(template: Any, data: Any, bindings: Mapping[str, Any], guard: Guard) -> Any:
@@ -53,13 +76,13 @@ def fill(template: Any, data: Any, bindings: Mapping[str, Any], guard: Guard) ->
 
     Every container is new, so a tool that changes its arguments cannot change the template.
     """
-    if isinstance(template, _Evaluated):
+    if isinstance(template, Evaluated):
         try:
             return template.expression.evaluate(data, bindings, guard, undefined=_OMIT)
         except ExpressionError as exc:
             exc.field = template.field
             raise
-    if isinstance(template, _Literal):
+    if isinstance(template, Literal):
         return copy.deepcopy(template.value)
     if isinstance(template, dict):
         filled = ((key, fill(value, data, bindings, guard)) for key, value in template.items())
@@ -70,24 +93,40 @@ def fill(template: Any, data: Any, bindings: Mapping[str, Any], guard: Guard) ->
     return template
 
 
-def _compile(raw: Any, field: str, problems: list[tuple[str, str]]) -> Any:
+def _compile(
+    raw: Any, field: str, keys: Keys, problems: list[ArgProblem], budget: ParseBudget | None
+) -> Any:
     if isinstance(raw, str) and raw.startswith("$"):
-        return _expression(raw, field, problems)
+        return _expression(raw, field, keys, problems, budget)
     if isinstance(raw, Mapping):
         if "expr" in raw or "literal" in raw:
-            return _special(raw, field, problems)
-        return {key: _compile(value, f"{field}.{key}", problems) for key, value in raw.items()}
+            return _special(raw, field, keys, problems, budget)
+        return {
+            key: _compile(value, f"{field}.{key}", (*keys, key), problems, budget)
+            for key, value in raw.items()
+        }
     if isinstance(raw, list):
-        return [_compile(item, f"{field}[{index}]", problems) for index, item in enumerate(raw)]
+        return [
+            _compile(item, f"{field}[{index}]", (*keys, index), problems, budget)
+            for index, item in enumerate(raw)
+        ]
     return raw
 
 
-def _special(raw: Mapping[str, Any], field: str, problems: list[tuple[str, str]]) -> Any:
+def _special(
+    raw: Mapping[str, Any],
+    field: str,
+    keys: Keys,
+    problems: list[ArgProblem],
+    budget: ParseBudget | None,
+) -> Any:
     """An ``{expr: ...}`` or ``{literal: ...}`` object."""
     if len(raw) != 1:
         problems.append(
-            (
+            ArgProblem(
+                "invalid_expression_object",
                 field,
+                keys,
                 f"an object with an `expr` or `literal` key must have no other key, found "
                 f"{', '.join(map(str, raw))}; to pass such an object to the tool, wrap it: "
                 "{literal: {...}}",
@@ -95,18 +134,30 @@ def _special(raw: Mapping[str, Any], field: str, problems: list[tuple[str, str]]
         )
         return None
     if "literal" in raw:
-        return _Literal(raw["literal"])
+        return Literal(raw["literal"])
     if not isinstance(raw["expr"], str):
-        problems.append((f"{field}.expr", "must be a string holding a JSONata expression"))
+        problems.append(
+            ArgProblem(
+                "invalid_field",
+                f"{field}.expr",
+                (*keys, "expr"),
+                "must be a string holding a JSONata expression",
+            )
+        )
         return None
-    return _expression(raw["expr"], f"{field}.expr", problems)
+    return _expression(raw["expr"], f"{field}.expr", (*keys, "expr"), problems, budget)
 
 
-def _expression(source: str, field: str, problems: list[tuple[str, str]]) -> Any:
+def _expression(
+    source: str, field: str, keys: Keys, problems: list[ArgProblem], budget: ParseBudget | None
+) -> Any:
     try:
-        return _Evaluated(Expression(source), field)
+        return Evaluated(Expression(source, budget=budget), field, keys)
     except RegexRefused as exc:  # parses, but names a construct RE2 cannot run
-        problems.append((field, str(exc)))
+        problems.append(ArgProblem("regex_refused", field, keys, str(exc)))
+        return None
+    except ExpressionTooLong as exc:
+        problems.append(ArgProblem("expression_too_long", field, keys, str(exc)))
         return None
     except ExpressionSyntaxError as exc:
         hint = (
@@ -114,5 +165,7 @@ def _expression(source: str, field: str, problems: list[tuple[str, str]]) -> Any
             if source.startswith("$")
             else ""
         )
-        problems.append((field, f"JSONata does not parse: {exc}{hint}"))
+        problems.append(
+            ArgProblem("expression_syntax", field, keys, f"JSONata does not parse: {exc}{hint}")
+        )
         return None

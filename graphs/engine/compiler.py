@@ -7,17 +7,25 @@ see ``expressions``). Build one per workflow version and keep it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from graphs.engine.arguments import compile_args
-from graphs.engine.checks import graph_problems
+from graphs.engine.checks import NodeLayout, default_layouts, graph_problems
 from graphs.engine.definition import Node, ToolGraph
 from graphs.engine.errors import DefinitionError, located
-from graphs.engine.expressions import Expression, ExpressionSyntaxError, RegexRefused
+from graphs.engine.expressions import (
+    Expression,
+    ExpressionSyntaxError,
+    ExpressionTooLong,
+    ParseBudget,
+    RegexRefused,
+)
 from graphs.engine.jsonlogic import Rule, RuleError, compile_rule
+from graphs.engine.problems import Finding, finding
 
 
 @dataclass(frozen=True)
@@ -40,44 +48,79 @@ class CompiledTool:
 
 def compile_tool(tool: ToolGraph) -> CompiledTool:
     """Check the tool's graph and compile its expressions; DefinitionError lists all problems."""
-    nodes, problems = _compile_nodes(tool)
-    problems = graph_problems(tool) + problems
+    compiled, found = compile_nodes(tool)
+    problems = graph_problems(tool) + [each.text for each in found]
     if problems:
         raise DefinitionError(problems)
+    nodes = {node.node.id: node for node in compiled if node is not None}
     return CompiledTool(tool, MappingProxyType(nodes))
 
 
 def expression_problems(tool: ToolGraph) -> list[str]:
     """The problems of the tool's expressions: JSONata that does not parse, regexes RE2 cannot
     run, bad rules."""
-    return _compile_nodes(tool)[1]
+    return [each.text for each in compile_nodes(tool)[1]]
 
 
-def _compile_nodes(tool: ToolGraph) -> tuple[dict[str, CompiledNode], list[str]]:
-    nodes: dict[str, CompiledNode] = {}
-    problems: list[tuple[str, str, str]] = []  # (node, field, message)
-    for node in tool.nodes:
+def compile_nodes(
+    tool: ToolGraph,
+    layouts: Sequence[NodeLayout] | None = None,
+    *,
+    budget: ParseBudget | None = None,
+) -> tuple[list[CompiledNode | None], list[Finding]]:
+    """Each node of the tool compiled (None where a transform's expression failed), in the
+    tool's order, and the problems of its expressions. ``layouts`` place them in the
+    document; ``budget`` bounds the JSONata parsed (validation's)."""
+    layouts = default_layouts(tool) if layouts is None else layouts
+    nodes: list[CompiledNode | None] = []
+    found: list[Finding] = []
+    for node, layout in zip(tool.nodes, layouts, strict=True):
+        where = functools.partial(located, tool.name, node.id)
         if node.type == "transform" and isinstance(node.expr, str):
+            at = layout.keys("transform.expr")
             try:
-                nodes[node.id] = CompiledNode(node, expression=Expression(node.expr))
+                nodes.append(CompiledNode(node, expression=Expression(node.expr, budget=budget)))
+                continue
             except RegexRefused as exc:  # parses, but names a construct RE2 cannot run
-                problems.append((node.id, "transform.expr", str(exc)))
+                code, message = "regex_refused", str(exc)
+            except ExpressionTooLong as exc:
+                code, message = "expression_too_long", str(exc)
             except ExpressionSyntaxError as exc:
-                problems.append((node.id, "transform.expr", f"JSONata does not parse: {exc}"))
+                code, message = "expression_syntax", f"JSONata does not parse: {exc}"
+            found.append(finding(code, where("transform.expr"), message, at, node=node.id))
+            nodes.append(None)
         elif node.type == "mcp":
-            template, found = compile_args(node.args if node.args is not None else {})
-            problems += [(node.id, field, message) for field, message in found]
-            nodes[node.id] = CompiledNode(node, args=template)
+            template, problems = compile_args(
+                node.args if node.args is not None else {}, budget=budget
+            )
+            found += [
+                finding(
+                    problem.code,
+                    where(problem.field),
+                    problem.message,
+                    (*layout.at, *problem.keys),
+                    node=node.id,
+                )
+                for problem in problems
+            ]
+            nodes.append(CompiledNode(node, args=template))
         elif node.type == "switch":
             rules = []
             for index, condition in enumerate(node.conditions):
                 try:
-                    rules.append(compile_rule(condition.rule))
+                    rules.append(compile_rule(condition.rule, budget=budget))
                 except RuleError as exc:
-                    problems.append((node.id, f"conditions[{index}].rule", str(exc)))
-            nodes[node.id] = CompiledNode(node, rules=tuple(rules))
+                    field = f"conditions[{index}].rule"
+                    found.append(
+                        finding(
+                            exc.code,
+                            where(field),
+                            str(exc),
+                            (*layout.keys(field), *exc.at),
+                            node=node.id,
+                        )
+                    )
+            nodes.append(CompiledNode(node, rules=tuple(rules)))
         else:
-            nodes[node.id] = CompiledNode(node)
-    return nodes, [
-        f"{located(tool.name, node, field)}: {message}" for node, field, message in problems
-    ]
+            nodes.append(CompiledNode(node))
+    return nodes, found

@@ -93,6 +93,38 @@ class RegexRefused(ExpressionSyntaxError):
     """An expression with a regex RE2 cannot run; the message names the construct."""
 
 
+class ExpressionTooLong(ExpressionSyntaxError):
+    """An expression over its ``ParseBudget``: not parsed at all."""
+
+
+class ParseBudget:
+    """How much JSONata text one check may parse: each expression and all of them together.
+
+    Parsing costs about a microsecond per character and more for long chains (a path of
+    100,000 steps took 1.7 s), so a caller who may only read (validate_workflow) must not
+    make the server parse a megabyte of it. Imports, by staff and operators, have no budget.
+    """
+
+    def __init__(self, per_expression: int, total: int) -> None:
+        self.per_expression = per_expression
+        self.left = total
+
+    def take(self, source: str) -> None:
+        """Count ``source`` against the budget; ExpressionTooLong when it is over."""
+        if len(source) > self.per_expression:
+            raise ExpressionTooLong(
+                f"the expression is {len(source):,} characters long, over the limit of "
+                f"{self.per_expression:,}; split the work over several transform nodes"
+            )
+        if len(source) > self.left:
+            raise ExpressionTooLong(
+                "the definition's expressions are longer together than this check parses "
+                "(over the limit of characters of JSONata for one definition); split the "
+                "tools into several definitions"
+            )
+        self.left -= len(source)
+
+
 class ExpressionError(Exception):
     """An evaluation that failed; the message is JSONata's or the engine's reason."""
 
@@ -180,11 +212,22 @@ class Expression:
 
     __slots__ = ("_local", "_path", "source")
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, *, budget: ParseBudget | None = None) -> None:
+        if budget is not None:
+            budget.take(source)
         self.source = source
         self._local = threading.local()
         self._local.jsonata = _parse(source)  # raises ExpressionSyntaxError
         self._path = _plain_path(source)
+
+    @property
+    def ast(self) -> Any:
+        """The parsed syntax tree (jsonata-python's ``Parser.Symbol``), to be read, never
+        changed: validation reads references and shapes from it."""
+        instance = getattr(self._local, "jsonata", None)
+        if instance is None:
+            instance = self._local.jsonata = _parse(self.source)
+        return instance.ast
 
     def evaluate(
         self, data: Any, bindings: Mapping[str, Any], guard: Guard, *, undefined: Any = None
@@ -273,6 +316,13 @@ def _parse(source: str) -> Jsonata:
         raise RegexRefused(str(exc)) from None
     except JException as exc:
         raise ExpressionSyntaxError(_message(exc)) from None
+    except RecursionError:
+        # The parser recurses once per nesting level and operator of a chain: thousands of
+        # brackets or `1+1+...` exhaust the stack, which is a property of the text.
+        raise ExpressionSyntaxError(
+            "the expression nests too deeply (or chains too many operators) to be parsed; "
+            "split it with variables ($x := ...; ...) or over several nodes"
+        ) from None
     # Its own $formatNumber would run a stdlib regex built from the caller's options.
     instance.register_function("formatNumber", regex.FORMAT_NUMBER)
     # Its own $replace is quadratic in the text, inside one step no time bound interrupts.

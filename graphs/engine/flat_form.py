@@ -15,24 +15,45 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from graphs.engine.errors import located
+from graphs.engine.problems import Finding, finding
 
 
 def nested_form(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[str]]:
     """`raw` with its top-level `nodes` (if any) shared out among its tools, and the
     problems found doing so."""
+    nested, found = nested_form_findings(raw)
+    return nested, [each.text for each in found]
+
+
+def nested_form_findings(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[Finding]]:
+    """As `nested_form`, each problem a `Finding` pointing into the flat document. The
+    nested tools hold the very node mappings of the top-level list (not copies), so a
+    caller can tell where each came from."""
     if "nodes" not in raw:
         return raw, []
     flat = raw["nodes"]
     rest = {key: value for key, value in raw.items() if key != "nodes"}
     if not isinstance(flat, list):
-        return rest, ["field 'nodes': must be a list of nodes (each entry and exit with tool:)"]
+        return rest, [
+            finding(
+                "invalid_field",
+                "field 'nodes'",
+                "must be a list of nodes (each entry and exit with tool:)",
+                ("nodes",),
+            )
+        ]
     tools = raw.get("tools")
     if not isinstance(tools, list):
         return rest, []  # the nested form's own check says what tools must be
     if any(isinstance(tool, Mapping) and "nodes" in tool for tool in tools):
         return rest, [
-            "field 'nodes': give the nodes either at the top level (the earlier form, with "
-            "tool: on each entry and exit node) or in each tool, not both"
+            finding(
+                "nodes_both_forms",
+                "field 'nodes'",
+                "give the nodes either at the top level (the earlier form, with tool: on each "
+                "entry and exit node) or in each tool, not both",
+                ("nodes",),
+            )
         ]
     by_id = {
         node["id"]: node
@@ -46,10 +67,10 @@ def nested_form(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[str]]:
     for node in by_id.values():
         if node.get("type") == "entry":
             entries_of.setdefault(node.get("tool"), []).append(node["id"])
-    problems: list[str] = []
+    problems: list[Finding] = []
     reached: set[str] = set()
     nested_tools = []
-    for tool in tools:
+    for index, tool in enumerate(tools):
         if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str):
             nested_tools.append(tool)
             continue
@@ -57,8 +78,13 @@ def nested_form(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[str]]:
         entries = entries_of.get(name, [])
         if len(entries) != 1:
             problems.append(
-                f"{located(name)}: the top-level nodes hold {len(entries)} entry nodes with "
-                f"tool: {name}; give it exactly one"
+                finding(
+                    "entry_count",
+                    located(name),
+                    f"the top-level nodes hold {len(entries)} entry nodes with tool: {name}; "
+                    "give it exactly one",
+                    ("tools", index),
+                )
             )
             nested_tools.append({**tool, "nodes": []})
             continue
@@ -66,10 +92,17 @@ def nested_form(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[str]]:
         reached |= ids
         nodes = [by_id[node_id] for node_id in sorted(ids, key=position.__getitem__)]
         nested_tools.append({**tool, "nodes": nodes})
+    written = {id(node): index for index, node in enumerate(flat)}
     for node_id in sorted(by_id.keys() - reached, key=position.__getitem__):
         problems.append(
-            f"field 'nodes', node {node_id!r}: no tool's entry node leads to it; link it, or "
-            "name its tool on the entry node that should"
+            finding(
+                "unreachable_node",
+                f"field 'nodes', node {node_id!r}",
+                "no tool's entry node leads to it; link it, or name its tool on the entry "
+                "node that should",
+                ("nodes", written[id(by_id[node_id])]),
+                node=node_id,
+            )
         )
     return {**rest, "tools": nested_tools}, problems
 

@@ -21,12 +21,18 @@ For any other code in the process that calls ``json_logic.jsonLogic`` directly, 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import json_logic
 
-from graphs.engine.expressions import Expression, ExpressionSyntaxError, RegexRefused
+from graphs.engine.expressions import (
+    Expression,
+    ExpressionSyntaxError,
+    ExpressionTooLong,
+    ParseBudget,
+    RegexRefused,
+)
 
 
 class _MethodDisabled(dict[str, Any]):
@@ -57,29 +63,70 @@ _SCOPED = ("map", "filter", "reduce", "all", "none", "some")
 ALLOWED_OPERATORS = sorted(
     [*_VALUE_OPERATIONS, *_LOGIC, *_SCOPED, "var", "missing", "missing_some"]
 )
+#: Operators of JSON Logic (or of json-logic-qubit) that rules here may not use, and why.
+BLOCKED_OPERATORS = {
+    "method": "the `method` operator is disabled: rules may not call methods",
+    "log": "the `log` operator is not available: rules may not write logs (the run's history "
+    "records what each switch chose)",
+}
+#: How many arguments each value operator takes: (fewest, most or None). The engine calls
+#: the library's function with the arguments given, so another count fails the run (a
+#: TypeError) or quietly means something else; validation reports it before.
+ARITY: dict[str, tuple[int, int | None]] = {
+    **{operator: (2, 2) for operator in ("==", "===", "!=", "!==", ">", ">=", "/", "%", "in")},
+    **{operator: (2, 3) for operator in ("<", "<=", "substr")},
+    **{operator: (1, 1) for operator in ("!", "!!")},
+    "-": (1, 2),
+    **{operator: (1, None) for operator in ("*", "min", "max")},
+}
+
+Keys = tuple[str | int, ...]
 
 #: How a rule reads a ``var``: evaluate the JSONata path against the data in scope.
 ReadVar = Callable[[Expression, Any], Any]
 
 
 class RuleError(ValueError):
-    """A rule that cannot be compiled; ``where`` is the position inside the rule."""
+    """A rule that cannot be compiled; ``where`` is the position inside the rule in words,
+    ``at`` its keys (a JSON Pointer's steps from the rule), ``code`` the kind of problem."""
 
-    def __init__(self, where: str, message: str) -> None:
+    def __init__(
+        self, where: str, message: str, *, code: str = "rule_invalid", at: Keys = ()
+    ) -> None:
         super().__init__(f"{message} (at {where})")
         self.where = where
+        self.code = code
+        self.at = at
 
 
-def compile_rule(rule: Any) -> Rule:
+def arity_problem(operator: str, count: int) -> str | None:
+    """What is wrong with giving value operator ``operator`` ``count`` arguments, or None."""
+    if operator not in ARITY:
+        return None
+    fewest, most = ARITY[operator]
+    if fewest <= count and (most is None or count <= most):
+        return None
+    wanted = (
+        f"{fewest}"
+        if fewest == most
+        else f"{fewest} or more"
+        if most is None
+        else f"{fewest} to {most}"
+    )
+    return f"`{operator}` takes {wanted} argument(s), not {count}"
+
+
+def compile_rule(rule: Any, *, budget: ParseBudget | None = None) -> Rule:
     """A rule ready to evaluate; RuleError if it is not a JSON Logic object or uses an
-    unknown operator, or a ``var`` path that is not JSONata."""
+    unknown operator, or a ``var`` path that is not JSONata. ``budget`` bounds the length
+    of the paths parsed (validation's; an import has none)."""
     if not (isinstance(rule, Mapping) and len(rule) == 1):
         raise RuleError(
             "rule",
             "a rule must be a JSON Logic object with one operator, such as "
             f'{{"==": [{{"var": "entry.kind"}}, "file"]}}; got {rule!r}',
         )
-    return _compile(rule, "rule")
+    return _compile(rule, "rule", (), budget)
 
 
 def evaluate(rule: Rule, data: Any, read_var: ReadVar) -> Any:
@@ -97,6 +144,7 @@ class Rule:
 @dataclass(frozen=True)
 class _Literal(Rule):
     value: Any
+    at: Keys = field(default=(), compare=False)
 
     def run(self, data: Any, read_var: ReadVar) -> Any:
         return self.value
@@ -105,6 +153,7 @@ class _Literal(Rule):
 @dataclass(frozen=True)
 class _Array(Rule):
     items: tuple[Rule, ...]
+    at: Keys = field(default=(), compare=False)
 
     def run(self, data: Any, read_var: ReadVar) -> Any:
         return [item.run(data, read_var) for item in self.items]
@@ -114,6 +163,8 @@ class _Array(Rule):
 class _Var(Rule):
     path: Expression | None  # None: the whole data in scope
     default: Rule | None
+    # Where the rule writes the path (from the rule), for validation's pointers.
+    at: Keys = field(default=(), compare=False)
 
     def run(self, data: Any, read_var: ReadVar) -> Any:
         value = data if self.path is None else read_var(self.path, data)
@@ -126,6 +177,7 @@ class _Var(Rule):
 class _Missing(Rule):
     paths: tuple[Expression, ...]
     need: int | None  # missing_some: how many must be present; missing: None (all)
+    at: tuple[Keys, ...] = field(default=(), compare=False)  # where each path is written
 
     def run(self, data: Any, read_var: ReadVar) -> Any:
         missing = [path.source for path in self.paths if read_var(path, data) in (None, "")]
@@ -138,6 +190,8 @@ class _Missing(Rule):
 class _Value(Rule):
     function: Callable[..., Any]
     args: tuple[Rule, ...]
+    operator: str = ""
+    at: Keys = field(default=(), compare=False)  # the operator's key
 
     def run(self, data: Any, read_var: ReadVar) -> Any:
         return self.function(*(arg.run(data, read_var) for arg in self.args))
@@ -147,6 +201,7 @@ class _Value(Rule):
 class _Logic(Rule):
     operator: str
     args: tuple[Rule, ...]
+    at: Keys = field(default=(), compare=False)
 
     def run(self, data: Any, read_var: ReadVar) -> Any:
         args = self.args
@@ -179,6 +234,7 @@ class _Scoped(Rule):
     items: Rule
     logic: Rule
     initial: Rule | None
+    at: Keys = field(default=(), compare=False)
 
     def run(self, data: Any, read_var: ReadVar) -> Any:
         items = self.items.run(data, read_var)
@@ -200,73 +256,124 @@ class _Scoped(Rule):
         return any(results) if self.operator == "some" else not any(results)
 
 
-def _compile(rule: Any, where: str) -> Rule:
+def _compile(rule: Any, where: str, at: Keys, budget: ParseBudget | None) -> Rule:
     if isinstance(rule, list):
-        return _Array(tuple(_compile(item, f"{where}[{i}]") for i, item in enumerate(rule)))
+        return _Array(
+            tuple(_compile(item, f"{where}[{i}]", (*at, i), budget) for i, item in enumerate(rule)),
+            at,
+        )
     if not (isinstance(rule, Mapping) and len(rule) == 1):
         # Scalars, and objects that are not one-operator rules, are data.
-        return _Literal(rule)
+        return _Literal(rule, at)
     [(operator, raw)] = rule.items()
     where = f"{where}.{operator}"
+    at = (*at, operator)
     args = raw if isinstance(raw, list) else [raw]
+    # Where each argument is written: an operator given one argument not in a list has it
+    # at the operator's own key.
+    places = [(*at, i) for i in range(len(args))] if isinstance(raw, list) else [at]
     if operator == "var":
-        return _compile_var(args, where)
+        return _compile_var(args, where, at, places, budget)
     if operator in ("missing", "missing_some"):
-        return _compile_missing(operator, args, where)
-    compiled = tuple(_compile(arg, f"{where}[{i}]") for i, arg in enumerate(args))
+        return _compile_missing(operator, raw, args, where, at, budget)
+    compiled = tuple(
+        _compile(arg, f"{where}[{i}]", place, budget)
+        for i, (arg, place) in enumerate(zip(args, places, strict=True))
+    )
     if operator in _LOGIC:
-        return _Logic(operator, compiled)
+        return _Logic(operator, compiled, at)
     if operator in _SCOPED:
         if len(compiled) not in ((2, 3) if operator == "reduce" else (2,)):
-            raise RuleError(where, f"`{operator}` takes [array, rule] (reduce: and an initial)")
+            raise RuleError(
+                where,
+                f"`{operator}` takes [array, rule] (reduce: and an initial)",
+                code="rule_wrong_arity",
+                at=at,
+            )
         initial = compiled[2] if len(compiled) == 3 else None
-        return _Scoped(operator, compiled[0], compiled[1], initial)
+        return _Scoped(operator, compiled[0], compiled[1], initial, at)
     if operator in _VALUE_OPERATIONS:
-        return _Value(_VALUE_OPERATIONS[operator], compiled)
-    reason = (
-        "the `method` operator is disabled: rules may not call methods"
-        if operator == "method"
-        else f"unknown operator {operator!r}"
+        return _Value(_VALUE_OPERATIONS[operator], compiled, operator, at)
+    if operator in BLOCKED_OPERATORS:
+        raise RuleError(
+            where,
+            f"{BLOCKED_OPERATORS[operator]}; operators: {' '.join(ALLOWED_OPERATORS)}",
+            code="rule_blocked_operator",
+            at=at,
+        )
+    raise RuleError(
+        where,
+        f"unknown operator {operator!r}; operators: {' '.join(ALLOWED_OPERATORS)}",
+        code="rule_unknown_operator",
+        at=at,
     )
-    raise RuleError(where, f"{reason}; operators: {' '.join(ALLOWED_OPERATORS)}")
 
 
-def _compile_var(args: list[Any], where: str) -> Rule:
+def _compile_var(
+    args: list[Any], where: str, at: Keys, places: list[Keys], budget: ParseBudget | None
+) -> Rule:
     if len(args) > 2:
-        raise RuleError(where, "`var` takes a path and an optional default: [path, default]")
+        raise RuleError(
+            where,
+            "`var` takes a path and an optional default: [path, default]",
+            code="rule_wrong_arity",
+            at=at,
+        )
     path = args[0] if args else None
-    default = _compile(args[1], f"{where}[1]") if len(args) == 2 else None
+    default = _compile(args[1], f"{where}[1]", places[1], budget) if len(args) == 2 else None
     if path in (None, ""):
-        return _Var(None, default)
-    return _Var(_path(path, where), default)
+        return _Var(None, default, at)
+    return _Var(_path(path, where, places[0], budget), default, places[0])
 
 
-def _compile_missing(operator: str, args: list[Any], where: str) -> Rule:
+def _compile_missing(
+    operator: str, raw: Any, args: list[Any], where: str, at: Keys, budget: ParseBudget | None
+) -> Rule:
     need = None
+    places: list[Keys]
     if operator == "missing_some":
         if len(args) != 2 or not isinstance(args[0], int) or not isinstance(args[1], list):
-            raise RuleError(where, "`missing_some` takes [how many are needed, [paths]]")
+            raise RuleError(
+                where,
+                "`missing_some` takes [how many are needed, [paths]]",
+                code="rule_wrong_arity",
+                at=at,
+            )
         need, args = args[0], args[1]
+        places = [(*at, 1, i) for i in range(len(args))]
     elif len(args) == 1 and isinstance(args[0], list):
         args = args[0]
-    return _Missing(tuple(_path(path, where) for path in args), need)
+        places = [(*at, 0, i) for i in range(len(args))]
+    else:
+        places = [(*at, i) for i in range(len(args))] if isinstance(raw, list) else [at]
+    return _Missing(
+        tuple(_path(path, where, place, budget) for path, place in zip(args, places, strict=True)),
+        need,
+        tuple(places),
+    )
 
 
-def _path(path: Any, where: str) -> Expression:
+def _path(path: Any, where: str, at: Keys, budget: ParseBudget | None) -> Expression:
     """A ``var``/``missing`` path, which must be JSONata text written in the rule."""
     if not isinstance(path, str):
         raise RuleError(
             where,
             f'a path must be a JSONata string such as "entry.count", "entry.items[0]" or '
             f'"$previousNode().count"; got {path!r}',
+            code="rule_invalid_path",
+            at=at,
         )
     try:
-        return Expression(path)
+        return Expression(path, budget=budget)
     except RegexRefused as exc:  # JSONata, but with a regex RE2 cannot run
-        raise RuleError(where, f"the path {path!r}: {exc}") from None
+        raise RuleError(where, f"the path {path!r}: {exc}", code="regex_refused", at=at) from None
+    except ExpressionTooLong as exc:
+        raise RuleError(where, str(exc), code="expression_too_long", at=at) from None
     except ExpressionSyntaxError as exc:
         raise RuleError(
             where,
             f"the path {path!r} is not JSONata ({exc}); paths are JSONata, as in "
             '"entry.items[0]" rather than "entry.items.0"',
+            code="expression_syntax",
+            at=at,
         ) from None
