@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from graphs.engine import ExecutionLimits, GraphRunError
+from graphs.engine.validation import limit_above_ceiling_message
 
 
 @dataclass(frozen=True)
@@ -48,9 +49,7 @@ def limits_above_ceilings(limits: ExecutionLimits) -> list[str]:
         value, highest = getattr(limits, ceiling.field), getattr(ceilings, ceiling.field)
         if value > highest:
             problems.append(
-                f"{ceiling.key} is {value}, above this server's ceiling of {highest} (setting "
-                f"{ceiling.setting}): set {ceiling.key} to {highest} or less, or ask an "
-                "operator to raise the ceiling."
+                limit_above_ceiling_message(ceiling.key, value, highest, ceiling.setting)
             )
     return problems
 

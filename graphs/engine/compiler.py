@@ -24,8 +24,8 @@ from graphs.engine.expressions import (
     ParseBudget,
     RegexRefused,
 )
-from graphs.engine.jsonlogic import Rule, RuleError, compile_rule
-from graphs.engine.problems import Finding, finding
+from graphs.engine.jsonlogic import Rule, RuleError, closest_operator, compile_rule
+from graphs.engine.problems import Finding, Keys, error, finding, op_move
 
 
 @dataclass(frozen=True)
@@ -111,16 +111,24 @@ def compile_nodes(
                     rules.append(compile_rule(condition.rule, budget=budget))
                 except RuleError as exc:
                     field = f"conditions[{index}].rule"
-                    found.append(
-                        finding(
-                            exc.code,
-                            where(field),
-                            str(exc),
-                            (*layout.keys(field), *exc.at),
-                            node=node.id,
-                        )
-                    )
+                    found.append(_rule_finding(exc, where(field), layout.keys(field), node.id))
             nodes.append(CompiledNode(node, rules=tuple(rules)))
         else:
             nodes.append(CompiledNode(node))
     return nodes, found
+
+
+def _rule_finding(exc: RuleError, where: str, rule_at: Keys, node: str) -> Finding:
+    """A rule's problem; an unknown operator gets the one it most likely meant, as a fix
+    renaming its key (the import's text stays as it was)."""
+    found = finding(exc.code, where, str(exc), (*rule_at, *exc.at), node=node)
+    if exc.code != "rule_unknown_operator" or not exc.at:
+        return found
+    operator = str(exc.at[-1])
+    meant = closest_operator(operator)
+    if meant is None:
+        return found
+    at = (*rule_at, *exc.at)
+    message = f"{found.text}; did you mean {meant!r}?"
+    fix = [op_move(at, (*at[:-1], meant))]
+    return Finding(found.text, (error(exc.code, message, at, node=node, fix=fix),))

@@ -100,14 +100,16 @@ class ExpressionTooLong(ExpressionSyntaxError):
 class ParseBudget:
     """How much JSONata text one check may parse: each expression and all of them together.
 
-    Parsing costs about a microsecond per character and more for long chains (a path of
-    100,000 steps took 1.7 s), so a caller who may only read (validate_workflow) must not
-    make the server parse a megabyte of it. Imports, by staff and operators, have no budget.
+    Parsing costs a few microseconds per character, and a path's steps cost in proportion to
+    the square of their number (4,000 steps: 0.4 s), so a caller who may only read
+    (validate_workflow) must not make the server parse a megabyte of it. Imports, by staff
+    and operators, have no budget.
     """
 
-    def __init__(self, per_expression: int, total: int) -> None:
+    def __init__(self, per_expression: int, total: int, steps: int) -> None:
         self.per_expression = per_expression
         self.left = total
+        self.steps = steps
 
     def take(self, source: str) -> None:
         """Count ``source`` against the budget; ExpressionTooLong when it is over."""
@@ -115,6 +117,14 @@ class ParseBudget:
             raise ExpressionTooLong(
                 f"the expression is {len(source):,} characters long, over the limit of "
                 f"{self.per_expression:,}; split the work over several transform nodes"
+            )
+        # The parser joins each step of a path to all the steps before it: time grows with
+        # the square of a path's length (4,000 steps took 0.4 s). Every `.` counts, even in
+        # a string, which only errs on the safe side.
+        if source.count(".") > self.steps:
+            raise ExpressionTooLong(
+                f"the expression has {source.count('.'):,} `.` path steps, over the limit of "
+                f"{self.steps:,}; split it with variables or over several transform nodes"
             )
         if len(source) > self.left:
             raise ExpressionTooLong(

@@ -20,6 +20,7 @@ For any other code in the process that calls ``json_logic.jsonLogic`` directly, 
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,6 +70,33 @@ BLOCKED_OPERATORS = {
     "log": "the `log` operator is not available: rules may not write logs (the run's history "
     "records what each switch chose)",
 }
+#: Names other rule languages give to JSON Logic's operators: what an unknown one most
+#: likely meant (offered as a fix by validation).
+OPERATOR_ALIASES = {
+    **dict.fromkeys(("eq", "equals", "is"), "=="),
+    **dict.fromkeys(("ne", "neq", "not_equals", "<>"), "!="),
+    "gt": ">",
+    **dict.fromkeys(("gte", "ge"), ">="),
+    "lt": "<",
+    **dict.fromkeys(("lte", "le"), "<="),
+    "not": "!",
+    "&&": "and",
+    "||": "or",
+    "mod": "%",
+    **dict.fromkeys(("contains", "includes"), "in"),
+    **dict.fromkeys(("concat", "join"), "cat"),
+}
+
+
+def closest_operator(operator: str) -> str | None:
+    """The allowed operator an unknown one most likely meant, if any."""
+    alias = OPERATOR_ALIASES.get(operator.lower())
+    if alias is not None:
+        return alias
+    close = difflib.get_close_matches(operator, ALLOWED_OPERATORS, n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
 #: How many arguments each value operator takes: (fewest, most or None). The engine calls
 #: the library's function with the arguments given, so another count fails the run (a
 #: TypeError) or quietly means something else; validation reports it before.
@@ -142,7 +170,7 @@ class Rule:
 
 
 @dataclass(frozen=True)
-class _Literal(Rule):
+class Literal(Rule):
     value: Any
     at: Keys = field(default=(), compare=False)
 
@@ -151,7 +179,7 @@ class _Literal(Rule):
 
 
 @dataclass(frozen=True)
-class _Array(Rule):
+class Array(Rule):
     items: tuple[Rule, ...]
     at: Keys = field(default=(), compare=False)
 
@@ -160,7 +188,7 @@ class _Array(Rule):
 
 
 @dataclass(frozen=True)
-class _Var(Rule):
+class Var(Rule):
     path: Expression | None  # None: the whole data in scope
     default: Rule | None
     # Where the rule writes the path (from the rule), for validation's pointers.
@@ -174,7 +202,7 @@ class _Var(Rule):
 
 
 @dataclass(frozen=True)
-class _Missing(Rule):
+class Missing(Rule):
     paths: tuple[Expression, ...]
     need: int | None  # missing_some: how many must be present; missing: None (all)
     at: tuple[Keys, ...] = field(default=(), compare=False)  # where each path is written
@@ -187,7 +215,7 @@ class _Missing(Rule):
 
 
 @dataclass(frozen=True)
-class _Value(Rule):
+class Value(Rule):
     function: Callable[..., Any]
     args: tuple[Rule, ...]
     operator: str = ""
@@ -198,7 +226,7 @@ class _Value(Rule):
 
 
 @dataclass(frozen=True)
-class _Logic(Rule):
+class Logic(Rule):
     operator: str
     args: tuple[Rule, ...]
     at: Keys = field(default=(), compare=False)
@@ -227,7 +255,7 @@ class _Logic(Rule):
 
 
 @dataclass(frozen=True)
-class _Scoped(Rule):
+class Scoped(Rule):
     """Operators that run a rule over each item of an array, with the item as the data."""
 
     operator: str
@@ -258,13 +286,13 @@ class _Scoped(Rule):
 
 def _compile(rule: Any, where: str, at: Keys, budget: ParseBudget | None) -> Rule:
     if isinstance(rule, list):
-        return _Array(
+        return Array(
             tuple(_compile(item, f"{where}[{i}]", (*at, i), budget) for i, item in enumerate(rule)),
             at,
         )
     if not (isinstance(rule, Mapping) and len(rule) == 1):
         # Scalars, and objects that are not one-operator rules, are data.
-        return _Literal(rule, at)
+        return Literal(rule, at)
     [(operator, raw)] = rule.items()
     where = f"{where}.{operator}"
     at = (*at, operator)
@@ -281,7 +309,7 @@ def _compile(rule: Any, where: str, at: Keys, budget: ParseBudget | None) -> Rul
         for i, (arg, place) in enumerate(zip(args, places, strict=True))
     )
     if operator in _LOGIC:
-        return _Logic(operator, compiled, at)
+        return Logic(operator, compiled, at)
     if operator in _SCOPED:
         if len(compiled) not in ((2, 3) if operator == "reduce" else (2,)):
             raise RuleError(
@@ -291,9 +319,9 @@ def _compile(rule: Any, where: str, at: Keys, budget: ParseBudget | None) -> Rul
                 at=at,
             )
         initial = compiled[2] if len(compiled) == 3 else None
-        return _Scoped(operator, compiled[0], compiled[1], initial, at)
+        return Scoped(operator, compiled[0], compiled[1], initial, at)
     if operator in _VALUE_OPERATIONS:
-        return _Value(_VALUE_OPERATIONS[operator], compiled, operator, at)
+        return Value(_VALUE_OPERATIONS[operator], compiled, operator, at)
     if operator in BLOCKED_OPERATORS:
         raise RuleError(
             where,
@@ -322,8 +350,8 @@ def _compile_var(
     path = args[0] if args else None
     default = _compile(args[1], f"{where}[1]", places[1], budget) if len(args) == 2 else None
     if path in (None, ""):
-        return _Var(None, default, at)
-    return _Var(_path(path, where, places[0], budget), default, places[0])
+        return Var(None, default, at)
+    return Var(_path(path, where, places[0], budget), default, places[0])
 
 
 def _compile_missing(
@@ -346,7 +374,7 @@ def _compile_missing(
         places = [(*at, 0, i) for i in range(len(args))]
     else:
         places = [(*at, i) for i in range(len(args))] if isinstance(raw, list) else [at]
-    return _Missing(
+    return Missing(
         tuple(_path(path, where, place, budget) for path, place in zip(args, places, strict=True)),
         need,
         tuple(places),
