@@ -1,0 +1,220 @@
+"""validate_workflow: a definition checked against this server's providers, rights, limits
+and the workflow it would replace, as problems an agent can read and fix.
+
+The checking itself is the engine's (graphs/engine/validation.py); this module gives it what
+only the database and settings know:
+
+- the servers an `mcp` node may call: each `mcpServers` entry that is a registered provider
+  (the one named as the registry shows it, secrets masked, or one with exactly its
+  settings, as import binds them), and registered providers by name, which a draft may name
+  without declaring them (graphs/drafts.py declares them); a provider's tools are
+  its TOOL node specs, with the tool's inputSchema and outputSchema on their ports
+  (nodespecs/tool_specs.py). An entry that is not a registered provider has no known tools:
+  finding them out would mean starting or calling it, which validation never does;
+- the caller's rights: a stdio server that is not a registered provider may be added only
+  by a caller who may start processes, and only with a command PROVIDER_ALLOWED_COMMANDS
+  allows (the rule of graphs.services.workflow_providers, checked here without registering
+  anything);
+- the limit ceilings (graphs/limits.py);
+- with `name`, the published version of that workflow, whose callers a change may break.
+
+Nothing is written, and nothing a caller sends makes it raise: text that cannot be read is
+one `error` problem saying why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from graphs.engine import DefinitionError, load_yaml
+from graphs.engine.problems import Problem, error, warning
+from graphs.engine.servers import parse_server
+from graphs.engine.validation import LimitCeiling, ToolSchema, validate_document
+
+# The very rules import binds servers by (private there: they are its implementation), so
+# that what validation calls a registered provider is what an import will bind.
+from graphs.files import _connection, _registered_as
+from graphs.limits import CEILINGS, limit_ceilings
+from graphs.models import Workflow
+from nodespecs.audit import Caller
+from nodespecs.models import NodeSpec, NodeType, Provider
+from nodespecs.process_rights import command_refusal, stdio_refusal
+from nodespecs.providers import provider_find
+
+#: The largest definition read, as YAML or JSON text, in bytes (what an import reads).
+MAX_DEFINITION_BYTES = 1_000_000
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    """The answer of validate_workflow: valid when no problem is an error."""
+
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        """True when no problem is an error (warnings do not stop a draft)."""
+        return not any(problem.severity == "error" for problem in self.problems)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The structured content of validate_workflow's answer."""
+        return {"valid": self.valid, "problems": [p.as_dict() for p in self.problems]}
+
+
+def validate_workflow(
+    definition: str | dict[str, Any], *, caller: Caller, name: str | None = None
+) -> ValidationReport:
+    """Check ``definition`` (YAML text, or a document already read; either file form) for
+    ``caller``; with ``name``, also against the published version of that workflow."""
+    document = _document(definition)
+    if isinstance(document, Problem):
+        return ValidationReport([document])
+    servers = _ServerIndex(document, caller)
+    previous, problems = _previous(name)
+    problems += servers.refused
+    problems += validate_document(
+        document,
+        tools_of=servers.tools_of,
+        registered_servers=servers.registered,
+        ceilings=[
+            LimitCeiling(c.key, getattr(limit_ceilings(), c.field), c.setting) for c in CEILINGS
+        ],
+        previous=previous,
+    )
+    problems.sort(key=lambda problem: problem.severity != "error")  # stable: errors first
+    return ValidationReport(problems)
+
+
+def _document(definition: Any) -> dict[str, Any] | Problem:
+    """The definition as a document, or the one problem that stops it being read."""
+    if isinstance(definition, str):
+        size = len(definition.encode("utf-8", "replace"))
+        if size > MAX_DEFINITION_BYTES:
+            return error(
+                "definition_too_large",
+                f"the definition is {size:,} bytes, over the limit of {MAX_DEFINITION_BYTES:,}; "
+                "split its tools into several definitions",
+                (),
+            )
+        try:
+            definition = load_yaml(definition, max_bytes=MAX_DEFINITION_BYTES)
+        except DefinitionError as exc:  # malformed, tags, alias bombs, too deep
+            return error(
+                "yaml_unreadable",
+                f"the definition cannot be read: {exc} (send YAML or JSON text without tags, "
+                "or a JSON object)",
+                (),
+            )
+    if not isinstance(definition, dict):
+        return error(
+            "not_a_mapping",
+            "the definition must be a graph document: a mapping with version, server and "
+            f"tools (as YAML text or a JSON object); got {type(definition).__name__}",
+            (),
+        )
+    return definition
+
+
+class _ServerIndex:
+    """The servers a definition may call, resolved once against the registry."""
+
+    def __init__(self, document: Mapping[str, Any], caller: Caller) -> None:
+        self.registered = set(Provider.objects.values_list("name", flat=True))
+        self.refused: list[Problem] = []
+        self._bound: dict[str, Provider] = {}
+        self._tools: dict[int, dict[str, ToolSchema] | None] = {}
+        section = document.get("mcpServers")
+        for name, settings in section.items() if isinstance(section, Mapping) else ():
+            config = parse_server(str(name), settings, [])
+            if config is None:
+                continue  # the engine reports why
+            by_name = _registered_as(config)
+            if by_name is not None:  # as import: shown entries name their provider
+                self._bound[config.name] = by_name
+                continue
+            connection = _connection(config, None)
+            found = provider_find(connection)
+            if found is not None:
+                self._bound[config.name] = found
+            if connection.transport == Provider.Transport.STDIO:
+                self._check_rights(config.name, connection.command, connection.env, found, caller)
+
+    def _check_rights(
+        self,
+        name: str,
+        command: str,
+        env: tuple[tuple[str, str], ...],
+        found: Provider | None,
+        caller: Caller,
+    ) -> None:
+        at = ("mcpServers", name)
+        refusal = command_refusal(command, [key for key, _ in env])
+        if refusal is not None:
+            self.refused.append(error("command_not_allowed", f"server {name!r}: {refusal}", at))
+        elif not caller.may_start_processes and found is None:
+            message = stdio_refusal(server=name, command=command) + (
+                " A registered provider is used when its command, args, env and working "
+                "directory are exactly those of the server."
+            )
+            self.refused.append(error("stdio_not_allowed", message, at))
+
+    def _provider(self, name: str) -> Provider | None:
+        if name in self._bound:
+            return self._bound[name]
+        if name in self.registered:
+            self._bound[name] = Provider.objects.get(name=name)
+            return self._bound[name]
+        return None
+
+    def tools_of(self, name: str) -> dict[str, ToolSchema] | None:
+        """The tools of the server a node names: its provider's TOOL specs; None when it is
+        no registered provider, or one without specs (never refreshed)."""
+        provider = self._provider(name)
+        if provider is None:
+            return None
+        if provider.pk not in self._tools:
+            specs = NodeSpec.objects.filter(provider=provider, node_type=NodeType.TOOL)
+            rows = list(
+                specs.values_list("provider_tool", "available", "input_ports", "output_ports")
+            )
+            self._tools[provider.pk] = (
+                {
+                    tool: ToolSchema(_port_schema(inputs), _port_schema(outputs))
+                    for tool, available, inputs, outputs in rows
+                    if available
+                }
+                if rows
+                else None
+            )
+        return self._tools[provider.pk]
+
+
+def _port_schema(ports: Any) -> dict[str, Any] | None:
+    """The JSON Schema a spec's first port carries (the tool's whole input or output)."""
+    if isinstance(ports, list) and ports and isinstance(ports[0], dict):
+        schema = ports[0].get("validation_schema")
+        return schema if isinstance(schema, dict) else None
+    return None
+
+
+def _previous(name: str | None) -> tuple[dict[str, ToolSchema] | None, list[Problem]]:
+    """The schemas of the published version of workflow ``name``, to compare a change with."""
+    if name is None:
+        return None, []
+    workflow = Workflow.objects.select_related("current_version").filter(name=name).first()
+    if workflow is None:
+        return None, [
+            warning(
+                "workflow_not_found",
+                f"no workflow is named {name!r}, so the definition is not compared with one; "
+                "leave `name` out for a new workflow, or give an existing workflow's name",
+                (),
+            )
+        ]
+    version = workflow.current_version
+    if version is None:
+        return None, []  # never published: no caller to break
+    definition = version.definition
+    return {name: ToolSchema(definition.get("inputSchema"), definition.get("outputSchema"))}, []
