@@ -3,7 +3,7 @@ from the node catalog (nodespecs/knowledge.py) for agents that design workflows.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from django.conf import settings
 from pydantic import Field
@@ -51,6 +51,16 @@ class GetNodeDetailsArguments(StrictArguments):
     )
     include_examples: bool = Field(default=True, description="Include usage examples.")
     include_schemas: bool = Field(default=True, description="Include input/output schemas.")
+    detail: Literal["minimal", "standard", "full"] | None = Field(
+        default=None,
+        description=(
+            "How much to tell; when given, the include_* flags are ignored. minimal: type, "
+            "subtype, a one-line description and the required parameters (name → type), at "
+            "most about 200 tokens a node, to compare many; standard: all but the examples "
+            "and the restated legacy parameters list and default_* maps, to configure one; "
+            "full: everything."
+        ),
+    )
 
 
 class SearchNodesArguments(StrictArguments):
@@ -78,7 +88,7 @@ def _get_node_details(arguments: GetNodeDetailsArguments, caller: Caller) -> dic
     nodes = [node.model_dump() for node in arguments.nodes]
     return {
         "nodes": knowledge.get_node_details(
-            nodes, arguments.include_examples, arguments.include_schemas
+            nodes, arguments.include_examples, arguments.include_schemas, detail=arguments.detail
         )
     }
 
@@ -128,7 +138,8 @@ KNOWLEDGE_TOOLS: tuple[ToolDefinition, ...] = (
             "Get detailed specifications for one or more workflow nodes: configurations "
             "with defaults, input and output parameters, ports and examples. Common naming "
             "mistakes (ACTION_NODE, older subtype names, misspellings) are corrected and "
-            "reported in `warning`; an unknown node gets `error` and `suggestions`. "
+            "reported in `warning`; an unknown node gets `error` and `suggestions`. Pass "
+            "detail 'minimal' to compare many nodes cheaply, 'full' for the ones you use. "
             "HUMAN_IN_THE_LOOP nodes route on confirmed/rejected/unrelated/timeout ports."
         ),
         arguments=GetNodeDetailsArguments,

@@ -15,6 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import SynchronousOnlyOperation
 
+from nodespecs.detail_levels import DETAIL_LEVELS, view_at
 from nodespecs.names import UnknownNodeType, resolve_node_type
 from nodespecs.registry import Registry, current_registry
 from nodespecs.search import words
@@ -124,9 +125,12 @@ def get_node_details(
     include_examples: bool = True,
     include_schemas: bool = True,
     *,
+    detail: str | None = None,
     registry: Registry | None = None,
 ) -> list[dict[str, Any]]:
-    """Full specs for each requested `{node_type, subtype}`, in request order.
+    """Full specs for each requested `{node_type, subtype}`, in request order; with `detail`
+    (`minimal`, `standard` or `full`, see detail_levels.py) that view of each instead, and
+    the `include_*` flags are ignored.
 
     Names are corrected where the intent is clear (`ACTION_NODE`, case, older aliases,
     near-miss subtypes) and the entry then carries a `warning`; so does a provider's tool
@@ -142,6 +146,11 @@ def get_node_details(
     if len(nodes) > MAX_NODES_PER_CALL:
         raise KnowledgeError(
             f"nodes has {len(nodes)} entries; ask for at most {MAX_NODES_PER_CALL} per call."
+        )
+    if detail is not None and detail not in DETAIL_LEVELS:
+        raise KnowledgeError(
+            f"detail must be one of {', '.join(DETAIL_LEVELS)}, or left out for the answer "
+            "the include_* flags shape."
         )
     for position, request in enumerate(nodes):
         if isinstance(request, dict):
@@ -198,11 +207,14 @@ def get_node_details(
                 }
             )
             continue
-        view = _view(
-            registry.detail(resolution.key),
-            include_examples=include_examples,
-            include_schemas=include_schemas,
-        )
+        if detail is None:
+            view = _view(
+                registry.detail(resolution.key),
+                include_examples=include_examples,
+                include_schemas=include_schemas,
+            )
+        else:
+            view = view_at(registry.detail(resolution.key), detail)
         warnings = [resolution.warning] if resolution.warning else []
         if view.get("available") is False:
             warnings.append(UNAVAILABLE_WARNING)
