@@ -9,17 +9,22 @@ every string of a cursor's pattern (`RUNS_CURSOR`, `STEPS_CURSOR`) is a valid po
 other is refused saying so, so an API schema can state exactly what is accepted.
 
 The history is served as stored: masked and size-capped where the recorder capped it
-(`truncated`).
+(`truncated`). A caller that must bound its whole answer, not only its count (an MCP tool,
+whose answer lands in a model's context), passes `max_bytes`: the page then ends early once
+its records' JSON passes that size, and its cursor starts the next page where it stopped.
+The JSON shapes of these records are graphs/run_schemas.py.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import orjson
 from django.utils import timezone
 
 from graphs.keyset import TOKEN_PATTERN, Cursor, run_page
@@ -67,6 +72,10 @@ class RunsPage:
     # Pass it back as `cursor` for the next (older) page; None on the last page.
     next_cursor: str | None
 
+    def as_dict(self) -> dict[str, Any]:
+        """The page as API clients receive it (`run_schemas.RunListOut`)."""
+        return {"runs": self.runs, "next_cursor": self.next_cursor}
+
 
 @dataclass(frozen=True)
 class RunDetail:
@@ -76,10 +85,39 @@ class RunDetail:
     # and every execution was served (while it is active, more may come).
     next_cursor: str | None
 
+    def as_dict(self) -> dict[str, Any]:
+        """The run and its page as API clients receive them (`run_schemas.RunDetailOut`)."""
+        return {
+            "run": self.run,
+            "node_executions": self.node_executions,
+            "next_cursor": self.next_cursor,
+        }
+
 
 def _check_limit(limit: int) -> None:
     if not 1 <= limit <= MAX_PAGE:
         raise BadRunQuery(f"Invalid limit {limit}: ask for 1 to {MAX_PAGE} per page.")
+
+
+def json_size(record: dict[str, Any]) -> int:
+    """The size of a record's compact JSON, in bytes (what a page's budget counts)."""
+    try:
+        return len(orjson.dumps(record))
+    except (orjson.JSONEncodeError, TypeError):  # an integer beyond 64 bits, say
+        return len(json.dumps(record, default=str, separators=(",", ":")).encode())
+
+
+def _within(records: list[dict[str, Any]], max_bytes: int | None) -> int:
+    """How many of `records`, from the first, fit in `max_bytes` of JSON: all of them when
+    there is no budget, and always at least one, so that a page moves on."""
+    if max_bytes is None:
+        return len(records)
+    used = 0
+    for count, record in enumerate(records):
+        used += json_size(record)
+        if count and used > max_bytes:
+            return count
+    return len(records)
 
 
 def _moment(name: str, value: str | datetime | None) -> datetime | None:
@@ -129,10 +167,12 @@ def runs_read(
     until: str | datetime | None = None,
     cursor: str | None = None,
     limit: int = DEFAULT_PAGE,
+    max_bytes: int | None = None,
 ) -> RunsPage:
     """Runs newest first, every caller's, filtered: of the workflow named `workflow`, with
     `status`, started by `caller`, created at or after `since` and before `until` (datetimes,
-    or ISO 8601 texts). One query for the page (and one to find the workflow by name)."""
+    or ISO 8601 texts); at most `limit` of them, and fewer when their JSON would pass
+    `max_bytes`. One query for the page (and one to find the workflow by name)."""
     _check_limit(limit)
     if status and status not in Run.Status.values:
         raise BadRunQuery(
@@ -163,15 +203,23 @@ def runs_read(
     )
     runs = runs_filtered(filters).select_related("version").only(*RUN_FIELDS)
     page = run_page(runs, before=before, size=limit)
-    return RunsPage(
-        [run_record(run) for run in page.runs],
-        page.older.token() if page.older is not None else None,
-    )
+    records = [run_record(run) for run in page.runs]
+    kept = _within(records, max_bytes)
+    if kept < len(records):
+        return RunsPage(records[:kept], Cursor.of(page.runs[kept - 1]).token())
+    return RunsPage(records, page.older.token() if page.older is not None else None)
 
 
-def run_read(*, run_id: int, cursor: str | None = None, limit: int = DEFAULT_PAGE) -> RunDetail:
+def run_read(
+    *,
+    run_id: int,
+    cursor: str | None = None,
+    limit: int = DEFAULT_PAGE,
+    max_bytes: int | None = None,
+) -> RunDetail:
     """A run and its node executions in execution order, `limit` of them from the cursor's
-    position (the first when no cursor), each with its input. Two queries."""
+    position (the first when no cursor), each with its input; fewer when the JSON of the run
+    and of them would pass `max_bytes` (never none, if there are any). Two queries."""
     _check_limit(limit)
     start = 0
     if cursor is not None:
@@ -187,16 +235,23 @@ def run_read(*, run_id: int, cursor: str | None = None, limit: int = DEFAULT_PAG
         run = Run.objects.select_related("version").only(*RUN_FIELDS).get(pk=run_id)
     except Run.DoesNotExist:
         raise NotFound(
-            f"No run {run_id}; it may have been deleted. GET /api/v1/runs lists the runs."
+            f"No run {run_id}; it may have been deleted. The runs are listed by list_runs "
+            "(MCP) and GET /api/v1/runs (REST)."
         ) from None
     steps = run_steps(run=run, start=start, size=limit + 1)
     more = len(steps) > limit
     steps = steps[:limit]
+    record = run_record(run)
+    executions = [execution_record(step) for step in steps]
+    budget = None if max_bytes is None else max(max_bytes - json_size(record), 1)
+    kept = _within(executions, budget)
+    if kept < len(executions):
+        more, steps, executions = True, steps[:kept], executions[:kept]
     following = steps[-1].execution.index + 1 if steps else start
     next_cursor = None
     if (more or run.status in Run.ACTIVE) and _STEPS.fullmatch(str(following)):
         next_cursor = str(following)
-    return RunDetail(run_record(run), [execution_record(step) for step in steps], next_cursor)
+    return RunDetail(record, executions, next_cursor)
 
 
 def run_record(run: Run) -> dict[str, Any]:

@@ -1,4 +1,13 @@
-"""Node specs as MCP resources: `nodespec://{node_type}/{subtype}`, JSON."""
+"""The MCP resources: node specs at `nodespec://{node_type}/{subtype}`, and workflow runs at
+`run://{run_id}` (run_tools.py), both JSON.
+
+Reading any resource needs the scope `resources:read` (dispatch.REQUIRED_SCOPES). A run holds
+its caller's arguments and results, so reading one needs `runs:read` as well, as its REST and
+tool forms do: `read_scope` names the scope a URI needs beyond `resources:read`, and dispatch
+checks it before reading, as it checks each of its own tools' scopes. A node spec is the same
+for every caller and changes rarely, so clients may cache it (core.CACHE_HINTS); a run changes
+while it runs and is not every caller's to see, so `read` marks it never to be cached.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +16,7 @@ from typing import Any
 
 from mcp import types
 
+from mcp_endpoint import run_tools
 from mcp_endpoint.encoding import json_text
 from nodespecs import knowledge
 from nodespecs.registry import current_registry
@@ -25,6 +35,21 @@ TEMPLATE = types.ResourceTemplate(
     mime_type=MIME_TYPE,
 )
 
+RUN_TEMPLATE = types.ResourceTemplate(
+    uri_template=run_tools.RUN_SCHEME + "{run_id}",
+    name="run",
+    title="Workflow run",
+    description=(
+        "A workflow run and its first node executions, as get_run returns them without a "
+        "cursor, e.g. run://42 (needs the scope runs:read as well). It changes while the run "
+        "goes on, so it is never to be cached."
+    ),
+    mime_type=MIME_TYPE,
+)
+
+# The scope reading a resource needs beyond resources:read, by the start of its URI.
+_SCOPES_BY_SCHEME = {run_tools.RUN_SCHEME: run_tools.SCOPE}
+
 
 # Extension modules (settings.MCP_EXTENSION_MODULES, such as the conformance fixtures) add
 # theirs at start-up: fixed resources by URI with a reader, templates with a reader that
@@ -35,7 +60,14 @@ SUBSCRIBABLE: set[str] = set()
 
 
 def templates() -> list[types.ResourceTemplate]:
-    return [TEMPLATE, *(template for template, _ in EXTRA_TEMPLATES)]
+    return [TEMPLATE, RUN_TEMPLATE, *(template for template, _ in EXTRA_TEMPLATES)]
+
+
+def read_scope(uri: str) -> str | None:
+    """The scope reading `uri` needs beyond resources:read (runs:read for a run), or None."""
+    return next(
+        (scope for scheme, scope in _SCOPES_BY_SCHEME.items() if uri.startswith(scheme)), None
+    )
 
 
 class ResourceNotFound(LookupError):
@@ -61,8 +93,23 @@ def list_resources() -> list[types.Resource]:
     return [*resources, *(resource for resource, _ in EXTRA_RESOURCES.values())]
 
 
+def read(uri: str) -> types.ReadResourceResult:
+    """The answer to `resources/read` of `uri`, once the caller's `read_scope(uri)` has been
+    checked: a run's (never to be cached, ttlMs 0 and private: it changes while the run goes
+    on, and it is not every caller's to see), or `read_resource`'s. Raises
+    `ResourceNotFound`."""
+    if uri.startswith(run_tools.RUN_SCHEME):
+        try:
+            contents = run_tools.run_contents(uri)
+        except run_tools.NotARun as exc:
+            raise ResourceNotFound(str(exc)) from None
+        return types.ReadResourceResult(contents=contents, ttl_ms=0, cache_scope="private")
+    return types.ReadResourceResult(contents=read_resource(uri))
+
+
 def read_resource(uri: str) -> list[Any]:
-    """The JSON of one spec (or an extra resource); raises `ResourceNotFound` otherwise."""
+    """The JSON of one spec (or an extra resource); raises `ResourceNotFound` otherwise.
+    Runs are read by `read` alone, after their scope is checked."""
     if uri in EXTRA_RESOURCES:
         return EXTRA_RESOURCES[uri][1]()
     for _, reader in EXTRA_TEMPLATES:
@@ -71,8 +118,8 @@ def read_resource(uri: str) -> list[Any]:
             return contents
     if not uri.startswith(SCHEME) or uri.count("/") != 3:
         raise ResourceNotFound(
-            f"No resource {uri!r}: node specs are at nodespec://NODE_TYPE/SUBTYPE, "
-            "e.g. nodespec://ACTION/HTTP_REQUEST."
+            f"No resource {uri[:100]!r}: node specs are at nodespec://NODE_TYPE/SUBTYPE, "
+            "e.g. nodespec://ACTION/HTTP_REQUEST, and runs at run://ID."
         )
     node_type, subtype = uri[len(SCHEME) :].split("/")
     try:

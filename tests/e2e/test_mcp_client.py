@@ -16,6 +16,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation
 
+from mcp_endpoint.tools import TOOLS
+
 pytestmark = pytest.mark.slow
 
 
@@ -57,11 +59,7 @@ def test_a_client_lists_and_calls_every_tool_and_reads_a_resource(live_mcp, mode
         async with connect(live_mcp, mode) as client:
             assert client.protocol_version == version
             tools = await client.list_tools()
-            assert [t.name for t in tools.tools] == [
-                "get_node_types",
-                "get_node_details",
-                "search_nodes",
-            ]
+            assert [t.name for t in tools.tools] == list(TOOLS)
             assert all(t.annotations.read_only_hint for t in tools.tools)
 
             types_result = await client.call_tool("get_node_types", {})

@@ -6,6 +6,7 @@ import pytest
 
 from graphs.models import Run, Workflow
 from graphs.services import workflow_set_enabled
+from mcp_endpoint.tools import TOOLS
 from tests.graphs.conftest import import_file
 from tests.mcp_endpoint.helpers import (
     BOTH,
@@ -34,9 +35,7 @@ def test_workflows_are_listed_after_the_knowledge_tools_with_their_schemas(clien
     tools = result(modern(client, "tools/list", key=key))["tools"]
     names = [tool["name"] for tool in tools]
     assert names == [
-        "get_node_types",
-        "get_node_details",
-        "search_nodes",
+        *TOOLS,
         "classify",
         "is_zero",
         "sum_to",

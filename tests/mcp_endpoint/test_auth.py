@@ -15,6 +15,7 @@ from django.utils import timezone
 from mcp_endpoint import ratelimit
 from mcp_endpoint.keys import api_key_create, api_key_revoke
 from mcp_endpoint.models import ApiKey, Scope
+from mcp_endpoint.tools import TOOLS
 from tests.mcp_endpoint.helpers import (
     initialize,
     legacy,
@@ -149,7 +150,7 @@ def test_a_key_without_tools_read_cannot_list_tools_but_may_discover_the_server(
 
 def test_a_key_with_only_tools_read_lists_tools_and_prompts(client):
     key = make_key([Scope.TOOLS_READ])
-    assert len(result(modern(client, "tools/list", key=key))["tools"]) == 3
+    assert len(result(modern(client, "tools/list", key=key))["tools"]) == len(TOOLS)
     assert result(modern(client, "prompts/list", key=key))["prompts"]
 
 
@@ -158,7 +159,7 @@ def test_a_key_with_only_tools_read_lists_tools_and_prompts(client):
 
 def test_anonymous_scopes_let_callers_without_a_key_use_those_scopes(client, settings):
     settings.MCP_ANONYMOUS_SCOPES = ["tools:read"]
-    assert len(result(modern(client, "tools/list"))["tools"]) == 3
+    assert len(result(modern(client, "tools/list"))["tools"]) == len(TOOLS)
     assert initialize(client, None).status_code == 200
 
 
@@ -337,7 +338,7 @@ def test_setup_demo_prints_a_working_key_with_every_scope(client):
     out, _ = run_command("setup_demo")
     assert "Demo admin: username admin" in out
     secret = demo_key(out)
-    assert len(result(modern(client, "tools/list", key=secret))["tools"]) == 3
+    assert len(result(modern(client, "tools/list", key=secret))["tools"]) == len(TOOLS)
     assert result(modern(client, "tools/call", TOOL_CALL, key=secret))["isError"] is False
 
 

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from mcp_endpoint.tools import TOOLS
 from tests.mcp_endpoint.helpers import (
     JSON,
     MODERN,
@@ -88,7 +89,7 @@ def test_application_json_with_a_charset_is_accepted(client, key):
         content_type="application/json; charset=utf-8",
         headers={**headers, "Authorization": f"Bearer {key}"},
     )
-    assert len(result(response)["tools"]) == 3
+    assert len(result(response)["tools"]) == len(TOOLS)
 
 
 # Size.
@@ -104,7 +105,7 @@ def test_a_body_over_the_limit_is_413_naming_the_limit(client, era_headers, sett
 
 def test_a_body_under_the_limit_is_served(client, key, settings):
     settings.MCP_MAX_BODY_BYTES = 1000
-    assert len(result(modern(client, "tools/list", key=key))["tools"]) == 3
+    assert len(result(modern(client, "tools/list", key=key))["tools"]) == len(TOOLS)
 
 
 def test_an_initialize_over_the_limit_is_413(client, key, settings):
@@ -220,7 +221,9 @@ def test_a_foreign_origin_cannot_open_a_session(client, key):
 
 def test_a_localhost_origin_is_allowed_on_a_localhost_host(client, key):
     headers = {"Origin": "http://localhost:5173", "Host": "localhost:8000"}
-    assert len(result(modern(client, "tools/list", key=key, headers=headers))["tools"]) == 3
+    assert len(result(modern(client, "tools/list", key=key, headers=headers))["tools"]) == len(
+        TOOLS
+    )
 
 
 def test_a_localhost_origin_is_refused_on_a_public_host(client, key):

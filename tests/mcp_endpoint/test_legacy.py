@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from mcp_endpoint.tools import TOOLS
 from tests.mcp_endpoint.helpers import (
     JSON,
     LATEST_LEGACY,
@@ -199,11 +200,7 @@ def test_an_unknown_method_is_method_not_found_with_http_200(client, key):
 def test_tools_list_has_the_tools_and_none_of_the_2026_fields(client, key):
     session = legacy_session(client, key)
     answer = result(legacy(client, session, "tools/list", key=key))
-    assert [t["name"] for t in answer["tools"]] == [
-        "get_node_types",
-        "get_node_details",
-        "search_nodes",
-    ]
+    assert [t["name"] for t in answer["tools"]] == list(TOOLS)
     for field in ("resultType", "ttlMs", "cacheScope"):
         assert field not in answer
     assert "_meta" not in answer or "io.modelcontextprotocol/serverInfo" not in answer["_meta"]

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from mcp_endpoint import dispatch
+from mcp_endpoint.tools import TOOLS
 from tests.mcp_endpoint.helpers import (
     BOTH,
     LOG_LEVEL_KEY,
@@ -24,7 +25,7 @@ from tests.mcp_endpoint.helpers import (
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-TOOL_NAMES = ["get_node_types", "get_node_details", "search_nodes"]
+TOOL_NAMES = list(TOOLS)
 HTTP_REQUEST = {"node_type": "ACTION", "subtype": "HTTP_REQUEST"}
 CORRECTED = {"nodes": [{"node_type": "ACTION_NODE", "subtype": "HTTP_REQUEST"}]}
 TEMPLATE_REF = {"type": "ref/resource", "uri": "nodespec://{node_type}/{subtype}"}
@@ -77,7 +78,7 @@ def test_a_response_echoes_the_request_id(client, key):
 # tools.
 
 
-def test_tools_list_has_the_three_tools_in_a_fixed_order(client, key):
+def test_tools_list_has_the_servers_own_tools_in_a_fixed_order(client, key):
     answer = result(modern(client, "tools/list", key=key))
     assert [tool["name"] for tool in answer["tools"]] == TOOL_NAMES
     assert "nextCursor" not in answer
@@ -223,7 +224,7 @@ def test_a_bogus_cursor_is_invalid_params(client, key, loaded_catalog, cursor):
 
 def test_resource_templates_list_has_the_nodespec_template(client, key):
     answer = result(modern(client, "resources/templates/list", key=key))
-    [template] = answer["resourceTemplates"]
+    template, _run = answer["resourceTemplates"]  # the run template: test_run_tools.py
     assert template["uriTemplate"] == "nodespec://{node_type}/{subtype}"
     assert template["mimeType"] == "application/json"
     assert answer["resultType"] == "complete"
