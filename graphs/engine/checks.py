@@ -313,10 +313,11 @@ def _ids_of_type(tool: ToolGraph, node_type: str) -> list[str]:
 
 def _target_findings(tool: ToolGraph, layouts: Sequence[NodeLayout]) -> list[Finding]:
     known = [node.id for node in tool.nodes]
+    ids = set(known)  # membership in a list would make a long tool quadratic
     found = []
     for node, layout in zip(tool.nodes, layouts, strict=True):
         for field, target in node.targets():
-            if isinstance(target, str) and target not in known:
+            if isinstance(target, str) and target not in ids:
                 close = difflib.get_close_matches(target, known, n=1)
                 hint = f"did you mean {close[0]!r}? " if close else ""
                 found.append(

@@ -96,35 +96,48 @@ class Inferred:
 ShapeOf = Callable[[str], Inferred | None]
 
 
+def scan(ast: Any, source: str) -> tuple[list[Read], list[HistoryCall]]:
+    """What the expression reads from the context (``reads``) and the history calls naming
+    a node (``history_calls``), in one walk of the tree."""
+    found: list[Read] = []
+    calls: list[HistoryCall] = []
+    for node, at_root in _walk(ast):
+        kind = node.type
+        if kind == "path":
+            if at_root:
+                read = _root_read(node, source)
+                if read is not None:
+                    found.append(read)
+        elif kind in ("function", "partial"):
+            call = _history_call(node, source)
+            if call is not None:
+                calls.append(call)
+    return found, calls
+
+
 def reads(ast: Any, source: str) -> list[Read]:
     """Every read of a node's output from the context, in the order written."""
-    found = []
-    for node, at_root in _walk(ast):
-        if at_root and getattr(node, "type", None) == "path":
-            read = _root_read(node, source)
-            if read is not None:
-                found.append(read)
-    return found
+    return scan(ast, source)[0]
 
 
 def history_calls(ast: Any, source: str) -> list[HistoryCall]:
     """Every history function call naming a node with a literal string."""
-    found = []
-    for node, _ in _walk(ast):
-        if getattr(node, "type", None) not in ("function", "partial"):
-            continue
-        procedure: Any = getattr(node, "procedure", None)
-        arguments: list[Any] = getattr(node, "arguments", None) or []
-        if (
-            getattr(procedure, "type", None) == "variable"
-            and procedure.value in HISTORY_FUNCTIONS
-            and arguments
-            and getattr(arguments[0], "type", None) == "string"
-            and isinstance(arguments[0].value, str)
-        ):
-            literal = arguments[0]
-            found.append(HistoryCall(procedure.value, literal.value, _string_span(literal, source)))
-    return found
+    return scan(ast, source)[1]
+
+
+def _history_call(node: Any, source: str) -> HistoryCall | None:
+    procedure: Any = node.procedure
+    arguments: list[Any] = node.arguments or []
+    if (
+        getattr(procedure, "type", None) == "variable"
+        and procedure.value in HISTORY_FUNCTIONS
+        and arguments
+        and getattr(arguments[0], "type", None) == "string"
+        and isinstance(arguments[0].value, str)
+    ):
+        literal = arguments[0]
+        return HistoryCall(procedure.value, literal.value, _string_span(literal, source))
+    return None
 
 
 def _walk(ast: Any) -> Iterator[tuple[Any, bool]]:
@@ -138,46 +151,50 @@ def _walk(ast: Any) -> Iterator[tuple[Any, bool]]:
             continue
         seen.add(id(node))
         yield node, at_root
-        pending.extend(reversed(list(_children(node, at_root))))
+        pending.extend(reversed(_children(node, at_root)))
 
 
-def _children(node: Any, at_root: bool) -> Iterator[tuple[Any, bool]]:
-    kind = node.type
-    if kind == "path":
-        for index, step in enumerate(node.steps or []):
+def _children(node: Any, at_root: bool) -> list[tuple[Any, bool]]:
+    # The parts of a node are read from its __dict__: validation walks every tree, and
+    # getattr with a default costs twice as much.
+    parts = node.__dict__
+    children: list[tuple[Any, bool]] = []
+    if parts.get("type") == "path":
+        for index, step in enumerate(parts.get("steps") or ()):
             # The first step is evaluated where the path is; each later one on the items the
             # steps before it gave.
-            yield step, at_root and index == 0
-            for stage in (getattr(step, "stages", None) or []) + (
-                getattr(step, "predicate", None) or []
-            ):
-                yield getattr(stage, "expr", None), False
-            group = getattr(step, "group", None)
-            for pair in getattr(group, "lhs_object", None) or []:
-                yield pair[0], False
-                yield pair[1], False
-            for term in getattr(step, "terms", None) or []:
-                yield getattr(term, "expression", None), False
-        return
+            children.append((step, at_root and index == 0))
+            children += _relative(step.__dict__)
+        return children
     for name in ("lhs", "rhs", "expression", "condition", "then", "_else", "procedure", "body"):
-        child = getattr(node, name, None)
+        child = parts.get(name)
         if child is not None:
-            yield child, at_root
+            children.append((child, at_root))
     for name in ("arguments", "expressions"):
-        for child in getattr(node, name, None) or []:
-            yield child, at_root
-    for pair in getattr(node, "lhs_object", None) or []:
-        yield pair[0], at_root
-        yield pair[1], at_root
-    yield getattr(node, "pattern", None), at_root
-    for name in ("update", "delete"):  # evaluated on each value the pattern matched
-        yield getattr(node, name, None), False
-    for stage in (getattr(node, "predicate", None) or []) + (getattr(node, "stages", None) or []):
-        yield getattr(stage, "expr", None), False
-    group = getattr(node, "group", None)
-    for pair in getattr(group, "lhs_object", None) or []:
-        yield pair[0], False
-        yield pair[1], False
+        children += [(child, at_root) for child in parts.get(name) or ()]
+    for key, value in parts.get("lhs_object") or ():
+        children += [(key, at_root), (value, at_root)]
+    if parts.get("pattern") is not None:  # a transform: |pattern|update, delete|
+        children.append((parts["pattern"], at_root))
+        # Evaluated on each value the pattern matched.
+        children += [(parts[name], False) for name in ("update", "delete") if parts.get(name)]
+    children += _relative(parts)
+    return children
+
+
+def _relative(parts: dict[str, Any]) -> list[tuple[Any, bool]]:
+    """A step's predicates, stages, group-by and sort terms: evaluated on its items."""
+    children = [
+        (getattr(stage, "expr", None), False)
+        for name in ("stages", "predicate")
+        for stage in parts.get(name) or ()
+    ]
+    group = parts.get("group")
+    if group is not None:
+        for key, value in group.__dict__.get("lhs_object") or ():
+            children += [(key, False), (value, False)]
+    children += [(getattr(term, "expression", None), False) for term in parts.get("terms") or ()]
+    return children
 
 
 def _root_read(path: Any, source: str) -> Read | None:

@@ -34,9 +34,8 @@ from graphs.engine.errors import located
 from graphs.engine.expression_reads import (
     Inferred,
     Read,
-    history_calls,
     infer,
-    reads,
+    scan,
     schema_types,
 )
 from graphs.engine.expressions import Expression
@@ -45,10 +44,9 @@ from graphs.engine.jsonlogic import Array, Logic, Missing, Rule, Scoped, Value, 
 from graphs.engine.parsing import ToolReading
 from graphs.engine.problems import Keys, Problem, error, op_add, op_replace, warning
 
-#: Above this many nodes in one tool, "cannot have run before" is not checked: its bitsets
-#: grow with the square of the nodes (2,000 nodes: 0.5 MB; 14,000, the most a 1 MB
-#: definition holds, 25 MB).
-MAX_NODES_FOR_PRECEDENCE = 2000
+#: How many open switches (without a default) are tried as the fix of a node that cannot
+#: reach the exit: each costs a walk of the graph.
+_SWITCHES_TRIED = 20
 _PENDING = Inferred({}, "pending")  # a shape being inferred: a cycle reads it as unknown
 
 
@@ -94,9 +92,9 @@ class ToolContext:
         self.entry = entries[0] if len(entries) == 1 else None
         self.exits = [node.id for node, _, _ in self.nodes if node.type == "exit"]
         self.reached = reachable([self.entry], self.edges) if self.entry else set(self.index)
-        self.precedence = (
-            Precedence(self.edges) if len(self.index) <= MAX_NODES_FOR_PRECEDENCE else None
-        )
+        # Its bitsets grow with the square of the nodes: validation reads at most MAX_NODES
+        # (2,000 nodes: 0.5 MB).
+        self.precedence = Precedence(self.edges)
 
     def where(self, node: str, field: str | None = None) -> str:
         """A problem's location in words, as import's messages start."""
@@ -235,7 +233,8 @@ def expression_problems(context: ToolContext) -> list[Problem]:
         source = site.expression.source
         ast = site.expression.ast
         where = context.where(site.node.id, site.field)
-        for call in history_calls(ast, source):
+        found, calls = scan(ast, source)
+        for call in calls:
             if call.node not in context.index:
                 close = difflib.get_close_matches(call.node, ids, n=1)
                 fixed = call.span.replaced(source, close[0]) if close else None
@@ -252,7 +251,7 @@ def expression_problems(context: ToolContext) -> list[Problem]:
                 )
         if not site.at_root:
             continue
-        for read in reads(ast, source):
+        for read in found:
             problem = _read_problem(context, site, read, where, ids)
             if problem is not None:
                 problems.append(problem)
@@ -277,11 +276,7 @@ def _read_problem(
             node=node,
             fix=[op_replace(site.at, fixed)] if fixed is not None else None,
         )
-    if (
-        context.precedence is not None
-        and node in context.reached
-        and not context.precedence.can_precede(read.node, node)
-    ):
+    if node in context.reached and not context.precedence.can_precede(read.node, node):
         return warning(
             "node_not_run_before",
             f"{where}: reads the output of node {read.node!r}, which cannot have run before "
@@ -357,21 +352,24 @@ def path_problems(context: ToolContext) -> list[Problem]:
         if (node.type in ("entry", "mcp", "transform") and not _edge_ok(context, node.next))
         or any(not _edge_ok(context, target) for _, target in node.targets())
     ]
-    can_exit = reachable([*context.exits, *broken], reversed_edges(context.edges))
-    open_switches = {
-        node.id
+    backwards = reversed_edges(context.edges)
+    can_exit = reachable([*context.exits, *broken], backwards)
+    # A switch without a default on the way is where the exit is likely missing: the nodes
+    # that lead to it (each found once per switch, for a bounded number of switches).
+    open_switches = [
+        node
         for node, _, _ in context.nodes
-        if node.type == "switch" and node.default is None and _exit_fix(context, node)
-    }
+        if node.type == "switch"
+        and node.id not in can_exit
+        and node.default is None
+        and _exit_fix(context, node)
+    ][:_SWITCHES_TRIED]
+    leading = {switch.id: reachable([switch.id], backwards) for switch in open_switches}
     for node, layout, _ in context.nodes:
         if node.id not in context.reached or node.id in can_exit:
             continue
-        ahead = reachable([node.id], context.edges) & open_switches
-        fix = (
-            _exit_fix(context, context.nodes[context.index[ahead.pop()]][0])
-            if len(ahead) == 1
-            else None
-        )
+        ahead = [switch for switch in open_switches if node.id in leading[switch.id]]
+        fix = _exit_fix(context, ahead[0]) if len(ahead) == 1 else None
         problems.append(
             error(
                 "no_path_to_exit",

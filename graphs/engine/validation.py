@@ -25,7 +25,6 @@ from graphs.engine.call_checks import Servers, call_problems
 from graphs.engine.expression_reads import schema_types
 from graphs.engine.expressions import ParseBudget
 from graphs.engine.flow_checks import (
-    MAX_NODES_FOR_PRECEDENCE,
     ToolContext,
     ToolSchema,
     exit_problems,
@@ -61,12 +60,15 @@ __all__ = [
 #: steps; these bound the parser's time to well under a second whatever is sent (it costs
 #: 3 to 7 µs a character, and path steps the square of their number: 500 take 8 ms).
 MAX_EXPRESSION_CHARS = 10_000
-MAX_EXPRESSIONS_CHARS = 100_000
+MAX_EXPRESSIONS_CHARS = 50_000
 MAX_PATH_STEPS = 500
 #: The most a definition submitted as data (not YAML text, which load_yaml bounds) may hold:
 #: values (mappings, lists, scalars) and characters of text.
 MAX_ITEMS = 200_000
 MAX_CHARS = 1_000_000
+#: The most nodes validation reads in one definition (real workflows have tens): its checks
+#: are linear but for which nodes can run before which, which grows with their square.
+MAX_NODES = 2_000
 #: The most problems answered; the rest are counted in a last warning.
 MAX_PROBLEMS = 200
 
@@ -114,7 +116,7 @@ def validate_document(
     - ``previous``: tool name → the schemas of the workflow a tool replaces, whose callers
       a change may break.
     """
-    too_large = _size_problem(document)
+    too_large = _size_problem(document) or _nodes_problem(document)
     if too_large is not None:
         return [too_large]
     reading = read_definition(
@@ -141,16 +143,6 @@ def validate_document(
         problems += expression_problems(context)
         problems += path_problems(context)
         problems += exit_problems(context)
-        if context.precedence is None:
-            problems.append(
-                warning(
-                    "checks_limited",
-                    f"tool {tool.graph.name!r} has {len(context.index)} nodes, more than the "
-                    f"{MAX_NODES_FOR_PRECEDENCE} for which validation checks that each node "
-                    "read can have run before; split it into several workflows",
-                    (*context.at, "nodes"),
-                )
-            )
     if previous:
         problems += _breaking_problems(reading, previous)
     if _is_flat(document):
@@ -189,6 +181,27 @@ def _size_problem(document: Any) -> Problem | None:
         elif isinstance(value, list | tuple):
             pending += [(item, depth + 1) for item in value]
     return None
+
+
+def _nodes_problem(document: Any) -> Problem | None:
+    """A definition with more nodes than validation reads; None if it has fewer."""
+    if not isinstance(document, Mapping):
+        return None
+    tools = document.get("tools")
+    lists = (
+        [document.get("nodes")] + [tool.get("nodes") for tool in tools if isinstance(tool, Mapping)]
+        if isinstance(tools, list)
+        else [document.get("nodes")]
+    )
+    count = sum(len(nodes) for nodes in lists if isinstance(nodes, list))
+    if count <= MAX_NODES:
+        return None
+    return error(
+        "definition_too_large",
+        f"the definition has {count:,} nodes, more than the {MAX_NODES:,} validation reads; "
+        "split it into several workflows (one can call another as an mcp node)",
+        (),
+    )
 
 
 def _limit_problems(reading: DefinitionReading, ceilings: Sequence[LimitCeiling]) -> list[Problem]:
