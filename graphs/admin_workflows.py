@@ -42,8 +42,9 @@ class VersionInline(admin.TabularInline):
     @admin.display(description="Status")
     def state(self, version: WorkflowVersion) -> str:
         """Published, retired, or a draft with the link that publishes it."""
-        if version.status != WorkflowVersion.Status.DRAFT:
-            return str(version.get_status_display())
+        status = WorkflowVersion.Status(version.status)
+        if status != WorkflowVersion.Status.DRAFT:
+            return str(status.label)
         url = reverse("admin:graphs_workflow_publish", args=[version.workflow_id, version.number])
         return format_html('Draft · <a href="{}">Publish…</a>', url)
 

@@ -256,6 +256,9 @@ def _serialize(
     dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
     if version in MODERN_PROTOCOL_VERSIONS:
         dumped = _modern_result(method, dumped, server)
+        if isinstance(result, types.CacheableResult) and "ttl_ms" in result.model_fields_set:
+            # The handler chose (a run:// read: never cached): its choice wins, as in the SDK.
+            dumped.update(ttlMs=result.ttl_ms, cacheScope=result.cache_scope)
     if isinstance(result, task_extension.CreateTaskResult):
         return dumped  # SEP-2663's flat shape, which the SDK's result surfaces do not know
     return methods.serialize_server_result(method, version, dumped)

@@ -42,14 +42,20 @@ SERVER_VERSION = "0.1.0"
 PAGE_SIZE = 100
 
 INSTRUCTIONS = (
-    "Switchyard knows the workflow node catalog. To build a workflow: call search_nodes with a "
-    "plain description of each step (e.g. 'notify my team on Slack when a form is submitted'), "
-    "then get_node_details for the nodes you choose, and use their configurations, defaults and "
-    "examples. get_node_types lists every type and subtype. Node types are written without the "
-    "_NODE suffix (ACTION, not ACTION_NODE); wrong names are corrected and the response says so. "
-    "HUMAN_IN_THE_LOOP nodes classify a person's reply themselves (confirmed, rejected, "
-    "unrelated, timeout): do not add IF or AI_AGENT nodes for that. Each spec is also a "
-    "resource at nodespec://NODE_TYPE/SUBTYPE."
+    "Switchyard knows the workflow node catalog, and builds, tests and serves workflows. To "
+    "build one: (1) search_nodes with a plain description of each step (e.g. 'notify my team "
+    "on Slack when a form is submitted'); (2) get_node_details for the nodes you choose "
+    "(detail: 'minimal' to compare many, 'full' for the ones you use); (3) write the workflow "
+    "as a graph (entry, mcp, transform, switch and exit nodes) and call validate_workflow "
+    "until it is valid, applying each problem's `fix` (a JSON Patch) or doing what its "
+    "message says; (4) create_workflow stores it as a draft, not yet served; (5) "
+    "test_workflow runs it, with `mocks` for tools you do not want called, then for real; "
+    "(6) publish_workflow serves it as a tool. Change it later with update_workflow (a JSON "
+    "Patch on get_workflow's definition) and publish again; get_run and list_runs show what "
+    "runs did. Node types are written without the _NODE suffix (ACTION, not ACTION_NODE); "
+    "wrong names are corrected and the response says so. HUMAN_IN_THE_LOOP nodes classify a "
+    "person's reply themselves (confirmed, rejected, unrelated, timeout): do not add IF or "
+    "AI_AGENT nodes for that. Each spec is also a resource at nodespec://NODE_TYPE/SUBTYPE."
 )
 
 # Log levels in increasing severity (RFC 5424 names, as MCP uses them).
@@ -389,8 +395,16 @@ def _list_prompts(params: Any, context: CallContext) -> types.ListPromptsResult:
 
 
 def _read_resource(params: types.ReadResourceRequestParams, context: CallContext) -> Answer:
+    # Some resources need a scope beyond resources:read (a run: runs:read), as tools do.
+    scope = resources.read_scope(params.uri)
+    if scope is not None and scope not in context.scopes:
+        raise Forbidden(
+            types.INVALID_REQUEST,
+            f"Forbidden: resources/read of {params.uri[:100]!r} needs the scope {scope}, which "
+            "this caller does not have. Use an API key with that scope (ask an administrator).",
+        )
     try:
-        return types.ReadResourceResult(contents=resources.read_resource(params.uri))
+        return resources.read(params.uri)
     except resources.ResourceNotFound as exc:
         # -32602 in both eras: 2026-07-28 retired -32002, and the SDK answers so for older ones.
         raise RpcError(types.INVALID_PARAMS, str(exc), {"uri": params.uri}) from None

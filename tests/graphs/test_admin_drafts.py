@@ -3,6 +3,8 @@ versions list shows which is which, and publishing one serves it."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -29,6 +31,7 @@ def test_save_as_draft_stores_a_version_and_serves_the_published_one(admin_clien
     assert (draft.status, draft.author_name) == ("draft", admin_user.get_username())
     page = admin_client.get(change_url(workflow)).content.decode()
     assert "Save as draft" in page
+    assert re.search(r'field-state">\s*<p>Published</p>', page)
     assert "Draft · <a href=" in page
     assert "Publish…" in page
 
