@@ -146,14 +146,18 @@ def _args_problems(
     if not isinstance(schema, Mapping):
         return []
     properties = schema.get("properties")
-    properties = properties if isinstance(properties, Mapping) else {}
-    required = [name for name in schema.get("required") or [] if isinstance(name, str)]
+    # Names as JSON reads them: a YAML key may be a number.
+    properties = (
+        {str(k): v for k, v in properties.items()} if isinstance(properties, Mapping) else {}
+    )
+    required = [name for name in _listed_names(schema.get("required"))]
     more = schema.get("additionalProperties")
     open_ended = more is True or isinstance(more, Mapping) or bool(schema.get("patternProperties"))
     problems: list[Problem] = []
-    missing = [name for name in required if name not in args]
-    unknown = [] if open_ended or not properties else [k for k in args if k not in properties]
-    free = [name for name in properties if name not in args]
+    given = {str(key): value for key, value in args.items()}
+    missing = [name for name in required if name not in given]
+    unknown = [] if open_ended or not properties else [k for k in given if k not in properties]
+    free = [name for name in properties if name not in given]
     fix: list[dict[str, Any]] | None
     for name in unknown:
         # Prefer a required argument that is missing: that is most likely what was meant.
@@ -198,12 +202,16 @@ def _args_problems(
                 fix=fix,
             )
         )
-    for name, value in args.items():
+    for name, value in given.items():
         if name in properties:
             problem = _type_problem(context, node, at, name, value, properties[name])
             if problem is not None:
                 problems.append(problem)
     return problems
+
+
+def _listed_names(value: Any) -> list[str]:
+    return [name for name in value if isinstance(name, str)] if isinstance(value, list) else []
 
 
 def _described(schema: Any) -> str:

@@ -350,7 +350,8 @@ def schema_types(schema: Any) -> set[str]:
     if not isinstance(schema, dict):
         return set()
     declared = schema.get("type")
-    types = set(declared if isinstance(declared, list) else [declared]) - {None}
+    listed = declared if isinstance(declared, list) else [declared]
+    types = {name for name in listed if isinstance(name, str)}
     for key in ("anyOf", "oneOf"):
         branches = schema.get(key)
         if isinstance(branches, list):

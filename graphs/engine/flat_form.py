@@ -63,10 +63,11 @@ def nested_form_findings(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], lis
     # Built once, so that sharing out takes time in proportion to the nodes each tool gets,
     # not to tools times nodes.
     position = {node_id: index for index, node_id in enumerate(by_id)}
-    entries_of: dict[Any, list[str]] = {}
+    entries_of: dict[str, list[str]] = {}
     for node in by_id.values():
-        if node.get("type") == "entry":
-            entries_of.setdefault(node.get("tool"), []).append(node["id"])
+        # A tool is named by a string; anything else names none (and cannot be a dict key).
+        if node.get("type") == "entry" and isinstance(node.get("tool"), str):
+            entries_of.setdefault(node["tool"], []).append(node["id"])
     problems: list[Finding] = []
     reached: set[str] = set()
     nested_tools = []

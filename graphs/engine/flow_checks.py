@@ -334,7 +334,7 @@ def _missing_field(schema: Any, fields: list[str]) -> tuple[int, list[str]] | No
         more = schema.get("additionalProperties")
         if more is True or isinstance(more, dict) or schema.get("patternProperties"):
             return None
-        return position, list(properties)
+        return position, [str(key) for key in properties]
     return None
 
 
@@ -420,8 +420,12 @@ def exit_problems(context: ToolContext) -> list[Problem]:
         return []
     exit_id = context.exits[0]
     properties = declared.get("properties")
-    properties = properties if isinstance(properties, dict) else {}
-    required = [name for name in declared.get("required") or [] if isinstance(name, str)]
+    # Names as JSON reads them: a YAML key may be a number.
+    properties = {str(k): v for k, v in properties.items()} if isinstance(properties, dict) else {}
+    listed = declared.get("required")
+    required = (
+        [name for name in listed if isinstance(name, str)] if isinstance(listed, list) else []
+    )
     problems = []
     for node, layout, compiled in context.nodes:
         if exit_id not in context.edges[node.id] or node.id not in context.reached:

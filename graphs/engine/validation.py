@@ -351,10 +351,23 @@ def _flat_adjusted(problems: list[Problem], document: Mapping[str, Any]) -> list
     pointers still: a tool holds only the nodes its entry reaches, so a tool whose exit is in
     the list but unreached is not offered a second one."""
     listed = [item for item in document["nodes"] if isinstance(item, Mapping)]
-    exits_of = {item.get("tool") for item in listed if item.get("type") == "exit"}
+    exits_of = {
+        item["tool"]
+        for item in listed
+        if item.get("type") == "exit" and isinstance(item.get("tool"), str)
+    }
     tools = document.get("tools")
+    # A tool whose entry the list does not name exactly once has no nodes in its nested
+    # view, which would also report no entry and no exit: one problem says it all.
+    unshared = {problem.path for problem in problems if problem.code == "entry_count"}
     adjusted = []
     for problem in problems:
+        if (
+            problem.code in ("entry_count", "exit_count")
+            and problem.path.endswith("/nodes")
+            and problem.path.removesuffix("/nodes") in unshared
+        ):
+            continue
         if problem.code == "exit_count" and problem.fix is not None:
             index = int(keys_of(problem.path)[1])
             tool = tools[index] if isinstance(tools, list) and index < len(tools) else None

@@ -322,3 +322,16 @@ def test_the_exit_value_that_is_not_an_object():
     problem = only(validate(document), "exit_output_mismatch")
 
     assert 'which callers get as {"result": value}' in problem.message
+
+
+def test_a_var_path_that_is_not_text():
+    document = _routed({"==": [{"var": ["entry", 1, 2]}, 1]})
+
+    problem = only(validate(document), "rule_wrong_arity")
+    assert problem.path == "/tools/0/nodes/2/conditions/0/rule/==/0/var"
+
+    document = _routed({"==": [{"var": 3}, 1]})
+
+    problem = only(validate(document), "rule_invalid_path")
+    assert problem.path == "/tools/0/nodes/2/conditions/0/rule/==/0/var"
+    assert "a path must be a JSONata string such as" in problem.message

@@ -420,3 +420,23 @@ def test_not_a_mapping():
 
     assert (problem.path, problem.node) == ("", None)
     assert "the definition must be a mapping" in problem.message
+
+
+def test_a_tool_that_is_not_a_mapping():
+    document = count_files()
+    document["tools"].append("count_files")
+
+    problem = only(validate(document), "invalid_tool")
+
+    assert (problem.path, problem.node) == ("/tools/1", None)
+    assert "tool #2: must be a mapping with name, description" in problem.message
+
+
+def test_a_flat_tool_without_its_entry():
+    document = flat(count_files())
+    document["nodes"][0]["tool"] = "other"
+
+    problem = only(validate(document), "entry_count")
+
+    assert problem.path == "/tools/0"
+    assert "the top-level nodes hold 0 entry nodes with tool: count_files" in problem.message
