@@ -23,8 +23,8 @@ from typing import Any
 
 from graphs.engine.arguments import Evaluated, Literal
 from graphs.engine.definition import Node
-from graphs.engine.expression_reads import infer, schema_types
-from graphs.engine.flow_checks import ToolContext, ToolSchema, types_fit
+from graphs.engine.expression_reads import infer, schema_types, types_fit
+from graphs.engine.flow_checks import ToolContext, ToolSchema
 from graphs.engine.problems import (
     Keys,
     Problem,

@@ -363,3 +363,14 @@ def schema_types(schema: Any) -> set[str]:
     if not types and isinstance(schema.get("properties"), dict):
         types = {"object"}
     return {name for name in types if isinstance(name, str)}
+
+
+def types_fit(have: set[str], wanted: set[str]) -> bool:
+    """Whether a value of one of types ``have`` can be of one of ``wanted`` (a number may be
+    an integer, so it is given the benefit of the doubt)."""
+    widened = set(wanted)
+    if "number" in wanted:
+        widened.add("integer")
+    if "integer" in wanted:
+        widened.add("number")
+    return bool(have & widened)

@@ -10,6 +10,11 @@ A switch may give its fallback as ``default: id`` or, as the reference implement
 as a last condition without a ``rule``; both read to ``Node.default``. Entry and exit nodes
 may carry a ``tool`` key naming their own tool, as older files of the format do; such a file
 may hold all its nodes in one top-level ``nodes`` list (flat_form.py).
+
+``read_definition`` does the work without raising: each problem is a ``Finding``, its text
+what ``DefinitionError`` lists and its structured problems what validation answers
+(validation.py goes on from the reading). The sections around the tools are sections.py's;
+a graph's structure is checks.py's, its expressions compiler.py's.
 """
 
 from __future__ import annotations
@@ -43,21 +48,19 @@ from graphs.engine.problems import (
     Keys,
     error,
     finding,
-    op_add,
-    op_move,
-    op_remove,
     op_replace,
 )
-from graphs.engine.regex import schema_pattern_problems
-from graphs.engine.servers import parse_server, parse_servers
+from graphs.engine.sections import (
+    read_limits,
+    read_schema,
+    read_server_info,
+    read_servers,
+    read_text,
+    unknown_keys,
+)
 
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 _TOP_KEYS = ("version", "server", "executionLimits", "mcpServers", "tools")
-_SERVER_INFO_KEYS = ("name", "version", "title", "instructions")
-_LIMIT_KEYS = {
-    "maxNodeExecutions": "max_node_executions",
-    "maxExecutionTimeMs": "max_execution_time_ms",
-}
 _TOOL_KEYS = ("name", "description", "inputSchema", "outputSchema", "nodes")
 _NODE_KEYS = {
     "entry": ("id", "type", "next", "tool"),
@@ -120,11 +123,11 @@ def read_definition(raw: Any, *, budget: ParseBudget | None = None) -> Definitio
         return DefinitionReading({}, [Finding(text, (error("not_a_mapping", text, ()),))])
     nested, found = nested_form_findings(raw)
     reading = DefinitionReading(nested, found)
-    found += _unknown_keys(nested, _TOP_KEYS, "the definition", ())
-    reading.version = _text(nested, "version", "field 'version'", found, ("version",))
-    reading.server = _server_info(nested.get("server"), found)
-    reading.limits = _limits(nested.get("executionLimits"), found)
-    reading.servers = _servers(nested.get("mcpServers"), found)
+    found += unknown_keys(nested, _TOP_KEYS, "the definition", ())
+    reading.version = read_text(nested, "version", "field 'version'", found, ("version",))
+    reading.server = read_server_info(nested.get("server"), found)
+    reading.limits = read_limits(nested.get("executionLimits"), found)
+    reading.servers = read_servers(nested.get("mcpServers"), found)
     declared = (
         list(map(str, nested["mcpServers"]))
         if isinstance(nested.get("mcpServers"), Mapping)
@@ -208,12 +211,12 @@ def _tool(
             )
         )
         name = label
-    found += _unknown_keys(raw, _TOOL_KEYS, located(name), at)
-    description = _text(
+    found += unknown_keys(raw, _TOOL_KEYS, located(name), at)
+    description = read_text(
         raw, "description", located(name, field="description"), found, (*at, "description"), ""
     )
-    input_schema = _schema(raw, "inputSchema", name, found, at)
-    output_schema = _schema(raw, "outputSchema", name, found, at)
+    input_schema = read_schema(raw, "inputSchema", name, found, at)
+    output_schema = read_schema(raw, "outputSchema", name, found, at)
     raw_nodes = raw.get("nodes")
     if not isinstance(raw_nodes, list):
         found.append(
@@ -263,7 +266,7 @@ def _node(
         return None
     node_type = raw.get("type")
     if node_type in NODE_TYPES:
-        found += _unknown_keys(
+        found += unknown_keys(
             raw, _NODE_KEYS[node_type], located(tool, node_id), at, node_type, node_id
         )
     fields: dict[str, Any] = {"next": raw.get("next")}
@@ -284,7 +287,7 @@ def _node(
     elif node_type == "transform":
         transform = raw.get("transform")
         if isinstance(transform, Mapping):
-            found += _unknown_keys(
+            found += unknown_keys(
                 transform,
                 ("expr",),
                 located(tool, node_id, "transform"),
@@ -332,7 +335,7 @@ def _call_fields(
         )
     retry = raw.get("retry", {})
     if isinstance(retry, Mapping):
-        found += _unknown_keys(
+        found += unknown_keys(
             retry,
             ("count", "backoff"),
             located(tool, node_id, "retry"),
@@ -393,7 +396,7 @@ def _switch_fields(
                 )
             )
             continue
-        found += _unknown_keys(item, ("rule", "target"), where, item_at, node=node_id)
+        found += unknown_keys(item, ("rule", "target"), where, item_at, node=node_id)
         if "rule" in item:
             target = item.get("target")
             if target is None:
@@ -425,179 +428,3 @@ def _switch_fields(
             )
     layout = NodeLayout(at, tuple(positions), default_at)
     return {"conditions": tuple(conditions), "default": default}, layout
-
-
-def _server_info(raw: Any, found: list[Finding]) -> ServerInfo:
-    if not isinstance(raw, Mapping):
-        found.append(
-            finding(
-                "missing_field" if raw is None else "invalid_field",
-                "field 'server'",
-                "must be a mapping with name and version",
-                ("server",) if raw is not None else (),
-            )
-        )
-        return ServerInfo("", "")
-    found += _unknown_keys(raw, _SERVER_INFO_KEYS, "field 'server'", ("server",))
-    texts = {
-        key: _text(
-            raw,
-            key,
-            f"field 'server.{key}'",
-            found,
-            ("server", key),
-            None if key in ("name", "version") else "",
-        )
-        for key in _SERVER_INFO_KEYS
-    }
-    return ServerInfo(**texts)
-
-
-def _limits(raw: Any, found: list[Finding]) -> ExecutionLimits:
-    if raw is None:
-        return ExecutionLimits()
-    if not isinstance(raw, Mapping):
-        found.append(
-            finding(
-                "invalid_field",
-                "field 'executionLimits'",
-                "must be a mapping",
-                ("executionLimits",),
-            )
-        )
-        return ExecutionLimits()
-    found += _unknown_keys(raw, tuple(_LIMIT_KEYS), "field 'executionLimits'", ("executionLimits",))
-    values = {}
-    for key, name in _LIMIT_KEYS.items():
-        if key in raw:
-            value = raw[key]
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                found.append(
-                    finding(
-                        "invalid_limit",
-                        f"field 'executionLimits.{key}'",
-                        f"must be a whole number above 0, got {value!r}",
-                        ("executionLimits", key),
-                    )
-                )
-            else:
-                values[name] = value
-    return ExecutionLimits(**values)
-
-
-def _servers(raw: Any, found: list[Finding]) -> dict[str, ServerConfig]:
-    """``mcpServers`` as parse_servers reads it, each problem pointing at its server."""
-    if not isinstance(raw, Mapping):
-        texts: list[str] = []
-        servers = parse_servers(raw, texts)
-        found += [Finding(text, (error("invalid_field", text, ("mcpServers",)),)) for text in texts]
-        return servers
-    servers = {}
-    for name, settings in raw.items():
-        texts = []
-        server = parse_server(str(name), settings, texts)
-        at = ("mcpServers", str(name))
-        found += [Finding(text, (error("invalid_server", text, at),)) for text in texts]
-        if server is not None:
-            servers[server.name] = server
-    return servers
-
-
-def _schema(
-    raw: Mapping[str, Any], key: str, tool: str, found: list[Finding], at: Keys
-) -> dict[str, Any] | None:
-    """An input or output schema: a JSON Schema of an object (the MCP requirement)."""
-    schema = raw.get(key)
-    if schema is None and key == "outputSchema":
-        return None
-    if not isinstance(schema, Mapping) or schema.get("type") != "object":
-        fix = None
-        if schema is None:
-            fix = [op_add((*at, key), {"type": "object", "properties": {}})]
-        elif (
-            isinstance(schema, Mapping)
-            and "type" not in schema
-            and set(schema)
-            <= {
-                "properties",
-                "required",
-                "additionalProperties",
-                "description",
-                "title",
-            }
-        ):
-            fix = [op_add((*at, key, "type"), "object")]
-        found.append(
-            finding(
-                "invalid_schema",
-                located(tool, field=key),
-                "must be a JSON Schema of an object, as in {type: object, properties: {...}}",
-                (*at, key) if schema is not None else at,
-                fix=fix,
-            )
-        )
-        return None
-    found += [
-        finding("regex_refused", located(tool, field=key), problem, (*at, key))
-        for problem in schema_pattern_problems(schema)
-    ]
-    return copy.deepcopy(dict(schema))
-
-
-def _text(
-    raw: Mapping[str, Any],
-    key: str,
-    where: str,
-    found: list[Finding],
-    at: Keys,
-    default: str | None = None,
-) -> str:
-    """A string field; numbers are read as text (YAML reads version: 1.0 as a number)."""
-    value = raw.get(key, default)
-    if value is None:
-        fix = None
-        if at == ("version",):
-            fix = [op_add(at, "1.0")]
-        elif at == ("server", "version"):
-            fix = [op_add(at, "1.0.0")]
-        found.append(finding("missing_field", where, "missing", at[:-1], fix=fix))
-        return ""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return str(value)
-    if not isinstance(value, str):
-        found.append(finding("invalid_field", where, f"must be a string, got {value!r}", at))
-        return ""
-    return value
-
-
-def _unknown_keys(
-    raw: Mapping[str, Any],
-    allowed: tuple[str, ...],
-    where: str,
-    at: Keys,
-    kind: str | None = None,
-    node: str | None = None,
-) -> list[Finding]:
-    """One finding for the unknown keys of a mapping (as imports have always said it), with
-    a problem for each key: moved to the allowed key it is close to, else removed."""
-    unknown = [str(key) for key in raw if key not in allowed]
-    if not unknown:
-        return []
-    owner = f"a {kind} node" if kind else "it"
-    text = f"{where}: unknown key(s) {', '.join(unknown)}; {owner} allows {', '.join(allowed)}"
-    problems = []
-    for key in unknown:
-        close = [
-            name
-            for name in difflib.get_close_matches(key, allowed, n=1, cutoff=0.7)
-            if name not in raw
-        ]
-        if close:
-            hint = f"did you mean {close[0]!r}? "
-            fix = [op_move((*at, key), (*at, close[0]))]
-        else:
-            hint = "remove it; "
-            fix = [op_remove((*at, key))]
-        message = f"{where}: unknown key {key!r}; {hint}{owner} allows {', '.join(allowed)}"
-        problems.append(error("unknown_key", message, (*at, key), node=node, fix=fix))
-    return [Finding(text, tuple(problems))]

@@ -3,10 +3,10 @@ Plain Python: what it knows of servers, limits and the workflow being replaced i
 
 ``validate_document`` reads a definition as import does (parsing.py: the same checks, the
 same words), then goes on where import stops: the tools each `mcp` node calls and their
-schemas (call_checks.py), how the nodes fit together, what each expression reads and what
-the exit returns (flow_checks.py), the server's limit ceilings, and changes that break the
-callers of the workflow it replaces. Each problem is a ``Problem`` (problems.py) pointing
-into the definition as submitted, in its own file form.
+schemas (call_checks.py), what each expression reads (flow_checks.py), how a run ends: its
+paths to the exit and the value returned (exit_checks.py), the server's limit ceilings, and
+changes that break the callers of the workflow it replaces. Each problem is a ``Problem``
+(problems.py) pointing into the definition as submitted, in its own file form.
 
 Hostile input is bounded: a definition larger or deeper than an import accepts is refused
 before it is read, the JSONata parsed is bounded (``MAX_EXPRESSION_CHARS``,
@@ -22,16 +22,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from graphs.engine.call_checks import Servers, call_problems
-from graphs.engine.expression_reads import schema_types
+from graphs.engine.exit_checks import exit_problems, path_problems
+from graphs.engine.expression_reads import schema_types, types_fit
 from graphs.engine.expressions import ParseBudget
 from graphs.engine.flow_checks import (
     ToolContext,
     ToolSchema,
-    exit_problems,
     expression_problems,
-    path_problems,
     rule_problems,
-    types_fit,
 )
 from graphs.engine.loading import MAX_DEPTH
 from graphs.engine.parsing import DefinitionReading, read_definition
