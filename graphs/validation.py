@@ -126,6 +126,9 @@ class _ServerIndex:
         self._bound: dict[str, Provider] = {}
         self._tools: dict[int, dict[str, ToolSchema] | None] = {}
         section = document.get("mcpServers")
+        # A declared server is the provider import binds it to, or none: never another
+        # provider that happens to have its name (import would register a new one).
+        self._declared = {str(name) for name in section} if isinstance(section, Mapping) else set()
         for name, settings in section.items() if isinstance(section, Mapping) else ():
             config = parse_server(str(name), settings, [])
             if config is None:
@@ -163,7 +166,7 @@ class _ServerIndex:
     def _provider(self, name: str) -> Provider | None:
         if name in self._bound:
             return self._bound[name]
-        if name in self.registered:
+        if name in self.registered and name not in self._declared:
             self._bound[name] = Provider.objects.get(name=name)
             return self._bound[name]
         return None

@@ -227,3 +227,15 @@ def test_a_name_that_is_no_workflow():
 
     assert problem.severity == "warning"
     assert "no workflow is named 'nope'" in problem.message
+
+
+def test_a_declared_server_with_a_providers_name_but_other_settings_is_not_that_provider():
+    _register()
+    document = count_files()
+    document["mcpServers"]["filesystem"]["args"] = ["-y", "some-other-server"]
+    node(document, "list_directory_node")["tool"] = "anything"
+
+    report = validate_workflow(_text(document), caller=OPERATOR)
+
+    # Import would register these settings as a new provider: its tools are not known.
+    assert [problem.code for problem in report.problems] == ["tools_unknown"]
