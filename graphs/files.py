@@ -234,6 +234,12 @@ def graph_document(
 SECRET_MASK = "<secret>"
 
 
+def provider_entry(provider: Provider) -> dict[str, Any]:
+    """A registered provider's `mcpServers` entry under its own name, secrets masked: what a
+    definition that names the provider without declaring it is read with."""
+    return server_to_dict(_server_config(provider.name, provider, masked=True))
+
+
 def _server_config(name: str, provider: Provider, *, masked: bool = False) -> ServerConfig:
     def shown(values: dict[str, str]) -> dict[str, str]:
         return {key: SECRET_MASK for key in values} if masked else dict(values)

@@ -84,12 +84,14 @@ def test_tools_list_has_the_servers_own_tools_in_a_fixed_order(client, key):
     assert "nextCursor" not in answer
 
 
-def test_every_tool_has_schemas_and_read_only_idempotent_annotations(client, key):
+def test_every_tool_has_schemas_and_says_whether_it_only_reads(client, key):
+    changing = {"create_workflow", "update_workflow", "publish_workflow", "test_workflow"}
     for tool in result(modern(client, "tools/list", key=key))["tools"]:
         assert tool["inputSchema"]["type"] == "object", tool["name"]
         assert tool["outputSchema"]["type"] == "object", tool["name"]
-        assert tool["annotations"]["readOnlyHint"] is True
-        assert tool["annotations"]["idempotentHint"] is True
+        reads_only = tool["name"] not in changing
+        assert tool["annotations"]["readOnlyHint"] is reads_only, tool["name"]
+        assert tool["annotations"]["idempotentHint"] is reads_only, tool["name"]
         assert tool["description"]
 
 
