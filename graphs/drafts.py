@@ -21,17 +21,14 @@ import jsonpatch
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from graphs.engine import DefinitionError, load_yaml
 from graphs.engine.flat_form import nested_form
+from graphs.engine.problems import Problem
 from graphs.files import GraphFileError, graph_document, graph_import, provider_entry
 from graphs.models import Workflow, WorkflowGroup, WorkflowVersion
 from graphs.services import workflow_publish
-from graphs.validation import validate_workflow
+from graphs.validation import read_definition, validate_workflow
 from nodespecs.audit import Caller
 from nodespecs.models import Provider
-
-# The largest definition accepted, as JSON or YAML text, in bytes.
-MAX_DEFINITION_BYTES = 1_000_000
 
 
 class DraftRefused(Exception):
@@ -55,17 +52,10 @@ class DraftSaved:
 
 def _document(definition: str | dict[str, Any]) -> dict[str, Any]:
     """A definition as a document, YAML read safely; `DraftRefused` when it is not one."""
-    if isinstance(definition, str):
-        try:
-            document = load_yaml(definition, max_bytes=MAX_DEFINITION_BYTES)
-        except DefinitionError as exc:
-            raise DraftRefused(f"The definition cannot be read: {exc}") from None
-    else:
-        document = definition
-    if not isinstance(document, dict):
+    document = read_definition(definition)
+    if isinstance(document, Problem):
         raise DraftRefused(
-            "The definition must be a graph document (a mapping with version, server and "
-            f"tools), as YAML text or a JSON object; got {type(document).__name__}."
+            f"The definition cannot be stored: {document.message}.", [document.as_dict()]
         )
     return document
 

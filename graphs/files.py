@@ -62,7 +62,7 @@ class GraphImportReport(ChangeReport):
         return f"{self.group}: {ChangeReport.summary(self)}"
 
 
-def _connection(server: ServerConfig, base_dir: Path | None) -> Connection:
+def server_connection(server: ServerConfig, base_dir: Path | None) -> Connection:
     # Relative paths in a file (`./tests/counting`, a relative `cwd`) mean "beside the
     # file", as they do when mcpGraph runs the file from its own folder.
     cwd = ""
@@ -112,10 +112,10 @@ def graph_import(
     registered = {
         name: provider
         for name, server in definition.mcp_servers.items()
-        if (provider := _registered_as(server)) is not None
+        if (provider := registered_as(server)) is not None
     }
     connections = {
-        name: _connection(server, base_dir)
+        name: server_connection(server, base_dir)
         for name, server in definition.mcp_servers.items()
         if name not in registered
     }
@@ -158,7 +158,7 @@ def graph_import(
     return report
 
 
-def _registered_as(server: ServerConfig) -> Provider | None:
+def registered_as(server: ServerConfig) -> Provider | None:
     """The registered provider named as `server` is, when `server` is its entry as
     `graph_document` shows it (secrets masked): an agent sends back what it was shown."""
     provider = Provider.objects.filter(name=server.name).first()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
@@ -108,23 +109,18 @@ def workflow_save(
     Returns the new version, or None when only non-graph fields (such as `enabled`) changed.
     Raises `ValidationError` keyed by field when the workflow is invalid.
     """
-    tool = workflow_validate(workflow)
-    definition = tool_to_dict(tool)
-    digest = _digest(definition, workflow.limits, workflow.servers)
+    definition, digest = _checked(workflow)
     workflow.save()
     toolset.workflows_changed()
     current = workflow.current_version
     if current is not None and current.digest == digest:
         return None
-    version = WorkflowVersion.objects.create(
-        workflow=workflow,
-        number=WorkflowVersion.next_number(workflow.versions),
-        definition=definition,
-        limits=workflow.limits,
-        servers=workflow.servers,
-        digest=digest,
+    version = _freeze(
+        workflow,
+        definition,
+        digest,
         published_at=timezone.now(),
-        **WorkflowVersion.authored(author, comment),
+        authored=WorkflowVersion.authored(author, comment),
     )
     workflow.current_version = version
     workflow.save(update_fields=["current_version"])
@@ -141,14 +137,32 @@ def workflow_save_draft(
     with no published version, so it serves nothing until one is published. Saving the same
     graph as the latest draft again returns that draft. Raises `ValidationError` as
     `workflow_save` does."""
-    tool = workflow_validate(workflow)
-    definition = tool_to_dict(tool)
-    digest = _digest(definition, workflow.limits, workflow.servers)
+    definition, digest = _checked(workflow)
     if workflow.pk is None:
         workflow.save()
     latest = workflow.versions.order_by("-number").first()
     if latest is not None and latest.digest == digest and latest.published_at is None:
         return latest
+    authored = WorkflowVersion.authored(caller.user, comment, actor=caller.actor)
+    return _freeze(workflow, definition, digest, published_at=None, authored=authored)
+
+
+def _checked(workflow: Workflow) -> tuple[dict[str, Any], str]:
+    """A workflow's graph as a version keeps it, and its digest; `ValidationError` when the
+    engine would refuse it."""
+    definition = tool_to_dict(workflow_validate(workflow))
+    return definition, _digest(definition, workflow.limits, workflow.servers)
+
+
+def _freeze(
+    workflow: Workflow,
+    definition: dict[str, Any],
+    digest: str,
+    *,
+    published_at: datetime | None,
+    authored: dict[str, Any],
+) -> WorkflowVersion:
+    """A new version of `workflow` holding its graph, limits and servers as they are."""
     return WorkflowVersion.objects.create(
         workflow=workflow,
         number=WorkflowVersion.next_number(workflow.versions),
@@ -156,7 +170,8 @@ def workflow_save_draft(
         limits=workflow.limits,
         servers=workflow.servers,
         digest=digest,
-        **WorkflowVersion.authored(caller.user, comment, actor=caller.actor),
+        published_at=published_at,
+        **authored,
     )
 
 

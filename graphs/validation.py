@@ -35,7 +35,7 @@ from graphs.engine.validation import LimitCeiling, ToolSchema, validate_document
 
 # The very rules import binds servers by (private there: they are its implementation), so
 # that what validation calls a registered provider is what an import will bind.
-from graphs.files import _connection, _registered_as
+from graphs.files import registered_as, server_connection
 from graphs.limits import CEILINGS, limit_ceilings
 from graphs.models import Workflow
 from nodespecs.audit import Caller
@@ -68,7 +68,7 @@ def validate_workflow(
 ) -> ValidationReport:
     """Check ``definition`` (YAML text, or a document already read; either file form) for
     ``caller``; with ``name``, also against the published version of that workflow."""
-    document = _document(definition)
+    document = read_definition(definition)
     if isinstance(document, Problem):
         return ValidationReport([document])
     servers = _ServerIndex(document, caller)
@@ -87,8 +87,10 @@ def validate_workflow(
     return ValidationReport(problems)
 
 
-def _document(definition: Any) -> dict[str, Any] | Problem:
-    """The definition as a document, or the one problem that stops it being read."""
+def read_definition(definition: Any) -> dict[str, Any] | Problem:
+    """The definition (YAML or JSON text, or a document already read) as a document, or the
+    one problem that stops it being read: too large, unreadable, tags or alias bombs, not a
+    mapping."""
     if isinstance(definition, str):
         size = len(definition.encode("utf-8", "replace"))
         if size > MAX_DEFINITION_BYTES:
@@ -133,11 +135,11 @@ class _ServerIndex:
             config = parse_server(str(name), settings, [])
             if config is None:
                 continue  # the engine reports why
-            by_name = _registered_as(config)
+            by_name = registered_as(config)
             if by_name is not None:  # as import: shown entries name their provider
                 self._bound[config.name] = by_name
                 continue
-            connection = _connection(config, None)
+            connection = server_connection(config, None)
             found = provider_find(connection)
             if found is not None:
                 self._bound[config.name] = found

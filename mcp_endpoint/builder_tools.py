@@ -18,7 +18,7 @@ from graphs import mocks as run_mocks
 from graphs.models import Run
 from graphs.runs import RunOutcome
 from graphs.toolset import WorkflowTool
-from graphs.validation import validate_workflow
+from graphs.validation import MAX_DEFINITION_BYTES, validate_workflow
 from mcp_endpoint import workflow_answers
 from mcp_endpoint.encoding import json_text
 from mcp_endpoint.tool_definitions import StartRun, StrictArguments, ToolDefinition, ToolError
@@ -29,7 +29,7 @@ _DEFINITION = Field(
         "A graph in the YAML format of mcpGraph (server, executionLimits, mcpServers, tools "
         "with nodes; either file form), as YAML text or as a JSON object."
     ),
-    json_schema_extra={"maxLength": drafts.MAX_DEFINITION_BYTES},
+    json_schema_extra={"maxLength": MAX_DEFINITION_BYTES},
 )
 _NAME = Field(description="The workflow's name (its tool name).", max_length=128)
 _COMMENT = Field(default="", description="Why: kept with the version.", max_length=300)
@@ -93,7 +93,7 @@ class UpdateWorkflowArguments(StrictArguments):
         default=None,
         description="The whole new definition (one tool, the same name and group); or send "
         "`patch` instead.",
-        json_schema_extra={"maxLength": drafts.MAX_DEFINITION_BYTES},
+        json_schema_extra={"maxLength": MAX_DEFINITION_BYTES},
     )
     patch: list[dict[str, Any]] | None = Field(
         default=None,

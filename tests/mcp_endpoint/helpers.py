@@ -192,3 +192,18 @@ def result(response) -> dict[str, Any]:
     body = response.json()
     assert "error" not in body, body
     return body["result"]
+
+
+def disable_workflow(name: str) -> None:
+    """Disable a workflow, from a thread of the test's own (run it with asyncio.to_thread):
+    that thread's database connection is closed after, or PostgreSQL would keep the test
+    database."""
+    from django.db import connections
+
+    from graphs.models import Workflow
+    from graphs.services import workflow_set_enabled
+
+    try:
+        workflow_set_enabled(workflow=Workflow.objects.get(name=name), enabled=False)
+    finally:
+        connections.close_all()

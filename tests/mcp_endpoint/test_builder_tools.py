@@ -132,3 +132,34 @@ def test_writing_needs_workflows_write_and_validating_needs_tools_read(client, t
     assert "workflows:write" in refused.json()["error"]["message"]
     checked = call(client, reader, "validate_workflow", {"definition": definition})
     assert checked["structuredContent"]["valid"] is True
+
+
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
+    f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n"
+    for i in range(8)
+)
+
+
+@pytest.mark.parametrize(
+    ("definition", "code"),
+    [
+        ("x" * 1_000_001, "definition_too_large"),
+        ("version: !!python/object:os.system 1\n", "yaml_unreadable"),
+        (BOMB, "yaml_unreadable"),
+        ("- just\n- a list\n", "not_a_mapping"),
+    ],
+)
+def test_unreadable_definitions_are_refused_and_store_nothing(client, key, definition, code):
+    refused = call(client, key, "create_workflow", {"definition": definition})
+    assert refused["isError"] is True
+    assert [problem["code"] for problem in refused["structuredContent"]["problems"]] == [code]
+    assert not Workflow.objects.exists()
+
+
+def test_a_version_that_no_longer_validates_is_not_published(client, key, created, settings):
+    settings.GRAPHS_MAX_NODE_EXECUTIONS_CEILING = 10  # below the loops file's 500
+    refused = call(client, key, "publish_workflow", {"name": "zero", "version": 1})
+    assert refused["isError"] is True
+    assert "limit_above_ceiling" in {p["code"] for p in refused["structuredContent"]["problems"]}
+    assert Workflow.objects.get(name="zero").current_version is None

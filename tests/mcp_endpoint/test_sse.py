@@ -14,7 +14,7 @@ from mcp_endpoint import sessions
 from mcp_endpoint.asgi import sse_app
 from mcp_endpoint.auth import authenticate
 from mcp_endpoint.core import Caller
-from tests.mcp_endpoint.helpers import LATEST_LEGACY, make_key
+from tests.mcp_endpoint.helpers import LATEST_LEGACY, disable_workflow, make_key
 
 WAIT_SECONDS = 10
 
@@ -318,26 +318,16 @@ def test_the_transports_own_revision_is_negotiated(key):
 
 
 def test_a_stream_hears_that_the_tools_changed(key, monkeypatch):
-    from django.db import connections
-
-    from graphs.models import Workflow
-    from graphs.services import workflow_set_enabled
     from mcp_endpoint import list_changes
     from tests.graphs.conftest import import_file
 
     monkeypatch.setattr(list_changes, "LISTEN_POLL_SECONDS", 0.05)
     import_file("loops.yaml")
 
-    def disable_sum_to() -> None:
-        try:
-            workflow_set_enabled(workflow=Workflow.objects.get(name="sum_to"), enabled=False)
-        finally:
-            connections.close_all()  # the thread's own; PostgreSQL would keep the test DB
-
     async def scenario() -> None:
         stream, leave, task, _ = await _open(key)
         await asyncio.sleep(0.3)  # the stream's watcher has taken the list as it is
-        await asyncio.to_thread(disable_sum_to)
+        await asyncio.to_thread(disable_workflow, "sum_to")
         changed = _data(await _next_event(stream))
         assert changed == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
         await _close(leave, task)

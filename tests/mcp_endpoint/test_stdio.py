@@ -16,6 +16,7 @@ from mcp_endpoint.dispatch import EXTRA_TOOLS, ExtraTool
 from mcp_endpoint.interaction import InputRequest
 from mcp_endpoint.stdio import serve
 from tests.graphs.conftest import import_file
+from tests.mcp_endpoint.helpers import disable_workflow
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -183,20 +184,10 @@ def test_requests_before_initialize_are_refused_saying_what_to_send(transactiona
 
 
 def test_one_groups_server_over_stdio_hears_that_its_tools_changed(loops, monkeypatch):
-    from django.db import connections
-
-    from graphs.models import Workflow
-    from graphs.services import workflow_set_enabled
     from mcp_endpoint import list_changes
 
     monkeypatch.setattr(list_changes, "LISTEN_POLL_SECONDS", 0.05)
     import_file("flat_form.yaml")
-
-    def disable_sum_to() -> None:
-        try:
-            workflow_set_enabled(workflow=Workflow.objects.get(name="sum_to"), enabled=False)
-        finally:
-            connections.close_all()  # the thread's own; PostgreSQL would keep the test DB
 
     async def scenario() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
         client = Client()
@@ -206,7 +197,7 @@ def test_one_groups_server_over_stdio_hears_that_its_tools_changed(loops, monkey
         client.send({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
         listed = await client.wait_for(answer_to(1))
         await asyncio.sleep(0.2)  # the watcher has taken the list as it is
-        await asyncio.to_thread(disable_sum_to)
+        await asyncio.to_thread(disable_workflow, "sum_to")
         changed = await client.wait_for(
             lambda message: message.get("method") == "notifications/tools/list_changed"
         )
