@@ -155,3 +155,24 @@ def test_example_of_stops_at_a_bounded_depth():
     while isinstance(value, dict) and value.get("again") is not None:
         value, depth = value["again"], depth + 1
     assert depth <= 9
+
+
+def test_a_queued_test_run_executes_with_the_mocks_kept_on_it(version):
+    """A worker has only the run: what its mocked nodes answer must come from the run."""
+    from graphs.runs import run_create, run_execute
+
+    mocks = mock_answers(version, {"page": {"html": ""}, "links": {"urls": [1, 2]}}, mock_all=False)
+    request = RunRequest(
+        name="fetch_twice",
+        arguments={"url": "http://example.test"},
+        version=(version.pk, version.digest),
+        is_test=True,
+        mocks=mocks,
+    )
+    run = run_create(request)
+
+    outcome = run_execute(run_id=run.pk, arguments=request.arguments)
+
+    assert outcome is not None
+    assert outcome.succeeded, outcome.error
+    assert outcome.result == {"count": 2}
