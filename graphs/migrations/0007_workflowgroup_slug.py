@@ -23,7 +23,9 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="workflowgroup",
             name="slug",
-            field=models.SlugField(max_length=60, default="", editable=False),
+            # No index yet: a SlugField's default one would clash, on PostgreSQL, with the
+            # `_like` index that making it unique below creates.
+            field=models.SlugField(max_length=60, default="", editable=False, db_index=False),
             preserve_default=False,
         ),
         migrations.RunPython(choose_slugs, migrations.RunPython.noop),
