@@ -60,7 +60,9 @@ def test_a_client_lists_and_calls_every_tool_and_reads_a_resource(live_mcp, mode
             assert client.protocol_version == version
             tools = await client.list_tools()
             assert [t.name for t in tools.tools] == list(TOOLS)
-            assert all(t.annotations.read_only_hint for t in tools.tools)
+            # Every tool says whether it only reads: those that change workflows do not.
+            read_only = {t.name: t.annotations.read_only_hint for t in tools.tools}
+            assert read_only == {name: not tool.writes for name, tool in TOOLS.items()}
 
             types_result = await client.call_tool("get_node_types", {})
             assert not types_result.is_error
@@ -135,7 +137,7 @@ def test_a_legacy_session_ends_with_delete(live_mcp):
 def test_a_key_without_the_execute_scope_cannot_call_tools(live_mcp):
     async def scenario():
         async with connect(live_mcp, "auto", key=live_mcp.read_only_key) as client:
-            assert len((await client.list_tools()).tools) == 3
+            assert len((await client.list_tools()).tools) == len(TOOLS)
             with pytest.raises(MCPError) as refused:
                 await client.call_tool("get_node_types", {})
             assert "tools:execute" in str(refused.value)

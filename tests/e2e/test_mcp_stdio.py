@@ -5,6 +5,7 @@ import sys
 import pytest
 from mcp import Client, StdioServerParameters
 
+from mcp_endpoint.tools import TOOLS
 from tests.e2e.conftest import ROOT
 from tests.e2e.test_mcp_client import run
 
@@ -20,7 +21,7 @@ def test_a_desktop_client_uses_the_tools_over_stdio(live_mcp, mode, version):
     async def scenario():
         async with Client(server, mode=mode, cache=None) as client:
             assert client.protocol_version == version
-            assert len((await client.list_tools()).tools) == 3
+            assert len((await client.list_tools()).tools) == len(TOOLS)
             found = await client.call_tool("search_nodes", {"query": "pause for ten minutes"})
             assert found.structured_content["results"][0]["subtype"] == "DELAY"
             details = await client.call_tool(
