@@ -382,3 +382,13 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": GRAPHS_REAP_INTERVAL_SECONDS},
     }
 }
+
+# Traces (docs/operations.md, "Traces") are configured by the standard OTEL_* variables
+# (graphs/tracing.py). The run page links a run's trace id to the operator's trace viewer
+# through this URL, e.g. http://jaeger.internal:16686/trace/{trace_id}; empty: no link.
+TRACE_URL_TEMPLATE = os.environ.get("TRACE_URL_TEMPLATE", "").strip()
+if TRACE_URL_TEMPLATE and "{trace_id}" not in TRACE_URL_TEMPLATE:
+    raise ImproperlyConfigured(
+        f"TRACE_URL_TEMPLATE={TRACE_URL_TEMPLATE!r} has no {{trace_id}}: write where the "
+        "trace id goes, e.g. http://jaeger.internal:16686/trace/{trace_id}."
+    )

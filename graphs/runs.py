@@ -38,6 +38,7 @@ from graphs.models import Run, Workflow, WorkflowVersion
 from graphs.payloads import mask_secrets, storable
 from graphs.recorder import HistoryRecorder, Progress, reconnecting
 from graphs.services import limits_from_mapping
+from graphs.tracing import current_trace_id, traced_run
 from nodespecs import mcp_client
 from nodespecs.models import Provider
 
@@ -231,6 +232,7 @@ def _create(prepared: _Prepared, request: RunRequest, *, status: str) -> Run:
         started_at=now if running else None,
         heartbeat_at=now if running else None,
         worker=liveness.process_label() if running else "",
+        trace_id=current_trace_id(),
     )
 
 
@@ -290,14 +292,14 @@ def _execute(
     # lowered still runs, within the ceiling in force now.
     limits = limits_for_run(prepared.limits)
     started = time.perf_counter()
-    with liveness.registry.watching(run.pk, cancel) as token:
+    with liveness.registry.watching(run.pk, cancel) as token, traced_run(run, recorder) as traced:
         try:
             result = execute(
                 prepared.compiled,
                 arguments,
-                call_tool=_downstream(prepared.servers),
+                call_tool=traced.calls(_downstream(prepared.servers)),
                 limits=limits,
-                observer=recorder,
+                observer=traced.observer,
                 cancel=token,
                 mocked=_mocked(run.mocks),
             )

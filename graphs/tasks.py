@@ -10,6 +10,7 @@ from celery import shared_task
 from celery.exceptions import Ignore
 
 from graphs.runs import run_execute
+from graphs.tracing import carrier, continued
 
 logger = logging.getLogger(__name__)
 
@@ -24,10 +25,16 @@ def task_id_of(run_id: int) -> str:
 # running), so of several messages for one run (a redelivery, the reaper's re-send) one
 # executes it and the others nothing.
 @shared_task(name="graphs.tasks.run_queued", acks_late=True)
-def run_queued(run_id: int, arguments: Any) -> dict[str, Any] | None:
+def run_queued(
+    run_id: int, arguments: Any, trace: dict[str, str] | None = None
+) -> dict[str, Any] | None:
     """Execute a queued run; returns `{"result": exit value}` when it succeeded (the history
-    keeps only a masked copy, so the waiting web process reads the value from here)."""
-    outcome = run_execute(run_id=run_id, arguments=arguments)
+    keeps only a masked copy, so the waiting web process reads the value from here).
+
+    `trace` is the sender's trace context (W3C `traceparent`, `tracestate`): the run's spans
+    continue the trace of the call that queued it (graphs/tracing.py)."""
+    with continued(trace):
+        outcome = run_execute(run_id=run_id, arguments=arguments)
     if outcome is None:
         # A duplicate stores no result: under the same task id it would overwrite the exit
         # value that the message which ran the run left for the waiting web process.
@@ -40,9 +47,12 @@ def run_queued(run_id: int, arguments: Any) -> dict[str, Any] | None:
 def run_send(run_id: int, arguments: Any) -> None:
     """Send a queued run to the workers. Raises the broker client's error when it cannot."""
     # The arguments travel unmasked in the message: the run needs them (the history keeps
-    # the masked copy).
+    # the masked copy). So does the trace context when this process traces, as an argument:
+    # arguments reach the task alike through every broker and in eager mode; headers do not.
+    trace = carrier()
     run_queued.apply_async(
         args=[run_id, arguments],
+        kwargs={"trace": trace} if trace else None,
         task_id=task_id_of(run_id),
         retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},
     )

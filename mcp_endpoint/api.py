@@ -204,15 +204,23 @@ class InvokeRequest(Schema):
     arguments: dict[str, Any] = Field(default_factory=dict, description="The tool's arguments.")
 
 
-def _invoke(body: InvokeRequest, caller: Caller, request_id: str) -> tuple[dict[str, Any], float]:
+def _invoke(
+    body: InvokeRequest, caller: Caller, request_id: str, request: HttpRequest | None = None
+) -> tuple[dict[str, Any], float]:
     """Call a tool through the protocol core, as a 2025 client would, and wait for its
-    response: the result (a workflow's run id as `_run_id`) and the milliseconds it took."""
+    response: the result (a workflow's run id as `_run_id`) and the milliseconds it took.
+    The call's span continues the trace of the HTTP `request`'s `traceparent` header."""
     start = time.perf_counter()
     params = {"name": body.name, "arguments": body.arguments}
     context = context_for(LATEST_HANDSHAKE_VERSION, params, request_id=request_id)
     try:
         reply = execute(
-            "tools/call", params, version=LATEST_HANDSHAKE_VERSION, caller=caller, context=context
+            "tools/call",
+            params,
+            version=LATEST_HANDSHAKE_VERSION,
+            caller=caller,
+            context=context,
+            trace_headers=request.headers if request is not None else None,
         )
         message = async_to_sync(reply.final)(REQUEST_THREADS)
     except RpcError as exc:
@@ -270,7 +278,7 @@ def list_tools(request: HttpRequest) -> dict[str, Any]:
 def invoke(request: HttpRequest, body: InvokeRequest) -> dict[str, Any]:
     caller = _caller(request, "tools:execute")
     request_id = str(uuid.uuid4())
-    result, elapsed = _invoke(body, caller, request_id)
+    result, elapsed = _invoke(body, caller, request_id, request)
     result.update(
         {"_tool_name": body.name, "_execution_time_ms": elapsed, "_request_id": request_id}
     )

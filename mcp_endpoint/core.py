@@ -15,7 +15,7 @@ serves.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -25,8 +25,9 @@ from mcp.types import methods
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from graphs import tracing
 from graphs.follow import Threads
-from mcp_endpoint import client_requests, dispatch, task_extension, workflow_calls
+from mcp_endpoint import client_requests, dispatch, task_extension, traces, workflow_calls
 from mcp_endpoint.dispatch import LOG_LEVELS, CallContext
 from mcp_endpoint.encoding import encode_json
 from mcp_endpoint.errors import Forbidden, RpcError
@@ -191,12 +192,50 @@ def execute(
     caller: Caller,
     context: CallContext,
     on_set_level: Callable[[str], None] | None = None,
+    trace_headers: Mapping[str, str] | None = None,
 ) -> Reply:
     """Answer one request (the id is `context.request_id`) for `version`.
 
     Raises `RpcError` (unknown method, bad params, a failing method) or `Forbidden`.
     `on_set_level(level)` stores a `logging/setLevel` for the session, where there is one.
+    With tracing on, the request has a span (mcp_endpoint/traces.py), continuing the trace of
+    its `_meta`'s `traceparent`, else of `trace_headers` (its HTTP headers, lower-cased).
     """
+    if not tracing.enabled():
+        return _answer(method, params, version, caller, context, on_set_level)
+    span = traces.request_span(
+        method,
+        params,
+        version=version,
+        caller=caller.identity,
+        request_id=context.request_id,
+        session_id=context.session_id,
+        headers=trace_headers,
+    )
+    token = traces.attached(span)
+    try:
+        reply = _answer(method, params, version, caller, context, on_set_level)
+    except BaseException as exc:
+        traces.refused(span, exc)
+        raise
+    finally:
+        traces.detached(token)
+    if reply.later is None:
+        traces.result_answered(span, reply.result)
+    else:
+        reply.later = traces.traced_later(span, reply.later)
+    return reply
+
+
+def _answer(
+    method: str,
+    params: Any,
+    version: str,
+    caller: Caller,
+    context: CallContext,
+    on_set_level: Callable[[str], None] | None,
+) -> Reply:
+    """`execute`'s answer, untraced."""
     request_id = context.request_id
     if version in MODERN_PROTOCOL_VERSIONS and method in task_extension.METHODS:
         _check_scope(method, caller)

@@ -195,7 +195,12 @@ def _handle_modern(inbound: Inbound, message: Any) -> Outbound:
     context = context_for(MODERN_VERSION, params, request_id=request_id, server=inbound.server)
     try:
         reply = execute(
-            method, params, version=MODERN_VERSION, caller=inbound.caller, context=context
+            method,
+            params,
+            version=MODERN_VERSION,
+            caller=inbound.caller,
+            context=context,
+            trace_headers=inbound.headers,
         )
     except RpcError as exc:
         status = 403 if isinstance(exc, Forbidden) else MODERN_ERROR_STATUS.get(exc.code, 200)
@@ -352,6 +357,7 @@ def _legacy_request(
             caller=inbound.caller,
             context=context,
             on_set_level=set_level,
+            trace_headers=inbound.headers,
         )
     except RpcError as exc:
         # In the 2025 revisions JSON-RPC errors travel with HTTP 200; refusals are HTTP's.

@@ -11,15 +11,25 @@ over `settings.MCP_CLIENT_MAX_RESULT_BYTES` of JSON is refused with a `Downstrea
 soon as the message carrying it passes the limit while it arrives (`nodespecs.mcp_limits`;
 a stdio server is then restarted), else once parsed. A listing of tools is read to its last
 page, up to `MAX_TOOL_PAGES`.
+
+Each tool call is an OpenTelemetry span, a child of the span current on the calling thread (a
+workflow node's: graphs/tracing.py), made current on the pool's loop while the call is sent,
+and only then: the SDK's client puts its `traceparent` in the request's `_meta`, and over
+HTTP in the `traceparent` header too (`nodespecs.mcp_transports`). With tracing off the span
+is the API's no-op one.
 """
 
 from __future__ import annotations
 
+import contextvars
 from typing import Any
 
 from django.conf import settings
 from mcp import Client
 from mcp.types import CallToolResult, Tool
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from nodespecs.mcp_connection import TRANSPORTS, Connection
 from nodespecs.mcp_errors import DownstreamError, DownstreamTimeout
@@ -39,6 +49,8 @@ __all__ = [
 # A server whose tool listing goes on for more pages than this is not listing tools.
 MAX_TOOL_PAGES = 100
 
+_tracer = trace.get_tracer("switchyard.downstream")
+
 
 def call_tool(
     connection: Connection,
@@ -53,12 +65,32 @@ def call_tool(
     handling the call, and `DownstreamTimeout` when there is no answer within `timeout`
     seconds (default: the connection's `timeout_seconds`).
     """
+    attributes = {
+        "mcp.method.name": "tools/call",
+        "gen_ai.tool.name": tool,
+        "switchyard.provider": connection.name,
+        "switchyard.transport": connection.transport,
+    }
+    with _tracer.start_as_current_span(
+        f"downstream tools/call {tool}", kind=SpanKind.CLIENT, attributes=attributes
+    ) as span:
+        # The pool's loop runs the call on its own thread: the span goes with it.
+        context = otel_context.get_current()
 
-    async def send(client: Client) -> CallToolResult:
-        return await client.call_tool(tool, arguments)
+        async def send(client: Client) -> CallToolResult:
+            token = otel_context.attach(context)
+            try:
+                return await client.call_tool(tool, arguments)
+            finally:
+                otel_context.detach(token)
 
-    result = request(connection, f"tools/call {tool!r}", send, timeout)
-    _check_size(connection, tool, result)
+        # Sent from an empty context, so that a session this call starts (a task that lives
+        # on, nodespecs.mcp_pool) does not keep this call's span for every later call.
+        what = f"tools/call {tool!r}"
+        result = contextvars.Context().run(request, connection, what, send, timeout)
+        _check_size(connection, tool, result)
+        if result.is_error:
+            span.set_status(Status(StatusCode.ERROR, "the tool answered with isError"))
     return result
 
 

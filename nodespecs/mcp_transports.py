@@ -35,6 +35,7 @@ from mcp.client._transport import TransportStreams
 from mcp.client.sse import sse_client
 from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
+from opentelemetry.propagate import inject
 
 from nodespecs.mcp_errors import STDERR_SETTLE_SECONDS, DownstreamError
 from nodespecs.mcp_limits import count_as_it_arrives, message_limit
@@ -288,9 +289,14 @@ def _http_client(connection: Connection, diagnostics: Diagnostics, **kwargs: Any
         )
         count_as_it_arrives(response, limit, on_too_large)
 
+    async def carry_trace(request: httpx2.Request) -> None:
+        # The SDK sends each message in its sender's context, where the span of the call is
+        # current (it put the same traceparent in the message's `_meta`); nothing without one.
+        inject(request.headers)
+
     return httpx2.AsyncClient(
         **{"headers": dict(connection.headers), **kwargs},
-        event_hooks={"response": [note_status]},
+        event_hooks={"request": [carry_trace], "response": [note_status]},
     )
 
 

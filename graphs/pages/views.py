@@ -22,6 +22,7 @@ from graphs.drawing import draw_graph
 from graphs.models import Run
 from graphs.pages.display import step_link, step_links, timeline
 from graphs.pages.forms import RunFilterForm, step_start
+from graphs.tracing import trace_url
 
 # How often the page of a run still in progress reloads itself.
 REFRESH_SECONDS = 2
@@ -122,6 +123,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             **step_links(pages),
             "refresh_seconds": REFRESH_SECONDS if in_progress else 0,
             "cancellable": in_progress and not run.cancel_reason,
+            # The operator's trace viewer, when TRACE_URL_TEMPLATE says where it is.
+            "trace_url": trace_url(run.trace_id),
             # Only a run the reaper queued again after losing its worker has any.
             "earlier_attempts": (
                 list(run.earlier_attempts.order_by("pk").values_list("pk", flat=True))

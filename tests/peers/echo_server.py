@@ -25,6 +25,11 @@ the listing above stays what other tests expect:
   with a body (or, with `sse`, one event) streamed in pieces. It then never answers properly.
 - `exit(code)`: ends the process with `code` before answering, without a word on stderr.
 
+A probe, offered only when named in `ECHO_SERVER_TOOLS`:
+
+- `meta()`: returns `{"meta": the call's _meta, "traceparent": its HTTP traceparent header
+  (None over stdio)}`, for the tracing tests.
+
 Run it over stdio with `python tests/peers/echo_server.py` (use `sys.executable`), or over
 Streamable HTTP on 127.0.0.1 with `--http PORT` (at /mcp; with `--sse`, the SSE transport
 at /sse instead). `--require-token TOKEN` then answers 401 to a request without
@@ -124,6 +129,15 @@ async def garbage(kind: str, ctx: Context) -> str:
     return "unreachable"
 
 
+def meta(ctx: Context) -> str:
+    """Return the `_meta` this call came with and, over HTTP, its `traceparent` header."""
+    received = ctx.request_context.meta
+    if received is not None and not isinstance(received, dict):
+        received = received.model_dump(by_alias=True, mode="json")
+    headers = ctx.headers or {}
+    return json.dumps({"meta": received, "traceparent": headers.get("traceparent")})
+
+
 def huge(megabytes: float) -> str:
     """A text of `megabytes` million characters."""
     return "x" * int(megabytes * 1_000_000)
@@ -176,6 +190,8 @@ FAULT_TOOLS = {
     "trickle": trickle,
     "exit": exit_process,
 }
+# Offered only when ECHO_SERVER_TOOLS names them.
+PROBE_TOOLS = {"meta": meta}
 
 
 async def paginate_tools(ctx: Any, call_next: Any) -> Any:
@@ -195,7 +211,7 @@ async def paginate_tools(ctx: Any, call_next: Any) -> Any:
 
 def build_server() -> MCPServer:
     """The server with the tools `ECHO_SERVER_TOOLS` names (all of them when unset)."""
-    known = TOOLS | FAULT_TOOLS
+    known = TOOLS | FAULT_TOOLS | PROBE_TOOLS
     offered = known if os.environ.get("ECHO_SERVER_FAULTS") == "1" else TOOLS
     wanted = os.environ.get("ECHO_SERVER_TOOLS", "").strip()
     names = [name.strip() for name in wanted.split(",") if name.strip()] if wanted else offered
