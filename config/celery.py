@@ -7,9 +7,19 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+from celery.signals import worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("switchyard")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@worker_init.connect
+def _serve_metrics(**_: object) -> None:
+    """With METRICS_PORT set, the worker's main process serves the host's metrics (its pool
+    processes' too, through PROMETHEUS_MULTIPROC_DIR): docs/operations.md, "Metrics"."""
+    from nodespecs.telemetry import serve_metrics_port
+
+    serve_metrics_port()

@@ -6,6 +6,7 @@ docs/operations.md.
 """
 
 import base64
+import ipaddress
 import os
 from pathlib import Path
 
@@ -113,6 +114,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Times and records each REST request (/api/...); other paths pass through untouched.
+    "mcp_endpoint.telemetry.RestTelemetryMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -200,8 +203,10 @@ if not DEBUG:
     CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
     # A proxy that already redirects to HTTPS may set it false; the redirect is harmless there.
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=True)
-    # Load balancers probe the backend over plain HTTP, where a redirect reads as "down".
-    SECURE_REDIRECT_EXEMPT = [r"^api/v1/public/health$"]
+    # Load balancers probe the backend over plain HTTP, where a redirect reads as "down";
+    # Prometheus may scrape an instance on the private network by its address
+    # (METRICS_ALLOWED_ADDRESSES), where a redirect would send it through the proxy.
+    SECURE_REDIRECT_EXEMPT = [r"^api/v1/public/health$", r"^metrics$"]
     # One year, the minimum the browsers' preload lists accept; start lower (e.g. 3600) on a
     # first HTTPS rollout, since browsers remember it for this long. 0 turns HSTS off.
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000)
@@ -209,13 +214,45 @@ if not DEBUG:
     # Only announces consent; the domain joins the lists when submitted to hstspreload.org.
     SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=True)
 
+# Logs: `plain` lines for people (the default), or `json`, one object a line for a collector,
+# which adds an `event` line per MCP or REST request, run end and downstream failure
+# (nodespecs/telemetry.py, docs/operations.md). LOG_LEVEL applies to both.
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "plain").strip().lower()
+if LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT={LOG_FORMAT!r} is not a format: use plain or json.")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.orjson.OrjsonFormatter",
+            "fmt": "%(levelname)s %(name)s %(message)s",
+            "rename_fields": {"levelname": "level", "name": "logger"},
+            "timestamp": "time",
+        },
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
+
+# Prometheus metrics (docs/operations.md, "Metrics"): recorded unless METRICS_ENABLED=false;
+# `/metrics` answers keys with the scope metrics:read and clients whose address is in
+# METRICS_ALLOWED_ADDRESSES (addresses or CIDR networks, comma separated; empty by default: a
+# proxy in front would make every client look like it). A process without a web server (a
+# Celery worker) serves its host's metrics on METRICS_PORT, at METRICS_ADDRESS, when set.
+METRICS_ENABLED = env_bool("METRICS_ENABLED", default=True)
+METRICS_ALLOWED_ADDRESSES = env_list("METRICS_ALLOWED_ADDRESSES", "")
+for _network in METRICS_ALLOWED_ADDRESSES:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"METRICS_ALLOWED_ADDRESSES: {_network!r} is not an address or a CIDR network "
+            "(e.g. 10.0.0.5 or 10.0.0.0/24)."
+        ) from None
+METRICS_PORT = env_int("METRICS_PORT", 0)
+METRICS_ADDRESS = os.environ.get("METRICS_ADDRESS", "0.0.0.0")
 
 # MCP endpoint and REST API (docs/operations.md).
 MCP_ANONYMOUS_SCOPES = env_list("MCP_ANONYMOUS_SCOPES", "")

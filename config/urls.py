@@ -26,5 +26,6 @@ urlpatterns = [
     path("mcp", mcp_views.mcp, name="mcp"),
     path("mcp/<str:server>", mcp_views.mcp, name="mcp-group"),
     path("api/v1/", api.urls),
+    path("metrics", mcp_views.metrics, name="metrics"),
     path("", include("graphs.urls")),
 ]

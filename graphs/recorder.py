@@ -32,6 +32,7 @@ from django.db import InterfaceError, OperationalError, connection, models
 from graphs.engine import NodeRecord, NullObserver
 from graphs.models import NodeExecution, Run
 from graphs.payloads import encoded
+from graphs.telemetry import node_finished
 
 logger = logging.getLogger(__name__)
 
@@ -210,6 +211,7 @@ class HistoryRecorder(NullObserver):
                 or time.monotonic() - self._pending_since >= FLUSH_SECONDS
             ):
                 self.flush()
+        node_finished(record, status)
         if self.progress is not None:
             self.progress(self.node_count, f"{record.node_id} {status}")
 

@@ -21,7 +21,7 @@ import jsonschema
 from django.utils import timezone
 from mcp.types import CallToolResult
 
-from graphs import liveness
+from graphs import liveness, telemetry
 from graphs.engine import (
     CancelToken,
     CompiledTool,
@@ -354,4 +354,5 @@ def _finish(
         "duration_ms",
     ]
     reconnecting(lambda: run.save(update_fields=fields))
+    telemetry.run_finished(run)
     return RunOutcome(run.pk, run.status, result, run.error, run.error_node_id)

@@ -26,7 +26,7 @@ from ninja.errors import HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from pydantic import Field
 
-from mcp_endpoint import dispatch
+from mcp_endpoint import dispatch, telemetry
 from mcp_endpoint.auth import Refusal, admit
 from mcp_endpoint.core import LATEST_HANDSHAKE_VERSION, Caller, context_for, execute
 from mcp_endpoint.errors import RpcError
@@ -155,6 +155,7 @@ def _caller(request: HttpRequest, scope: str) -> Caller:
     caller = admit(headers, request.META.get("REMOTE_ADDR", ""))
     if isinstance(caller, Refusal):
         raise ApiRefusal(caller.status, caller.message, caller.headers)
+    telemetry.rest_note(request, key=caller.identity)
     if scope not in caller.scopes:
         raise ApiRefusal(403, f"Forbidden: this endpoint needs the scope {scope}.")
     return caller
@@ -253,7 +254,11 @@ def tools_internal(request: HttpRequest) -> dict[str, Any]:
 )
 def invoke_internal(request: HttpRequest, body: InvokeRequest) -> dict[str, Any]:
     _internal_only(request)
-    result, _ = _invoke(body, INTERNAL_CALLER, str(uuid.uuid4()))
+    request_id = str(uuid.uuid4())
+    telemetry.rest_note(
+        request, key=INTERNAL_CALLER.identity, tool=body.name, request_id=request_id
+    )
+    result, _ = _invoke(body, INTERNAL_CALLER, request_id)
     return result
 
 
@@ -278,6 +283,7 @@ def list_tools(request: HttpRequest) -> dict[str, Any]:
 def invoke(request: HttpRequest, body: InvokeRequest) -> dict[str, Any]:
     caller = _caller(request, "tools:execute")
     request_id = str(uuid.uuid4())
+    telemetry.rest_note(request, tool=body.name, request_id=request_id)
     result, elapsed = _invoke(body, caller, request_id, request)
     result.update(
         {"_tool_name": body.name, "_execution_time_ms": elapsed, "_request_id": request_id}
@@ -294,6 +300,7 @@ def invoke(request: HttpRequest, body: InvokeRequest) -> dict[str, Any]:
 def tool_detail(request: HttpRequest, tool_name: str) -> dict[str, Any]:
     start = time.perf_counter()
     _caller(request, "tools:read")
+    telemetry.rest_note(request, tool=tool_name)
     tools = {tool.name: tool for tool in dispatch.tool_list()}
     if tool_name not in tools:
         raise ApiRefusal(404, f"No tool {tool_name!r}; available: {', '.join(tools)}.")

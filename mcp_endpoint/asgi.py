@@ -30,7 +30,7 @@ from django.db import close_old_connections
 
 from graphs.follow import Threads
 from graphs.toolset import refresh_workflow_tools, workflow_tools
-from mcp_endpoint import admission, event_stream, http_messages, sse
+from mcp_endpoint import admission, event_stream, http_messages, sse, telemetry
 from mcp_endpoint.tools import TOOLS
 from nodespecs.registry import refresh_registry
 
@@ -196,7 +196,9 @@ def _threads() -> Threads:
 
 
 async def mcp_app(scope: Scope, receive: Receive, send: Send, server: str | None = None) -> None:
-    """Serve one HTTP request to `/mcp`, or to `/mcp/<server>` (a workflow group's)."""
+    """Serve one HTTP request to `/mcp`, or to `/mcp/<server>` (a workflow group's); once
+    answered, record it (mcp_endpoint/telemetry.py) with what the protocol reported."""
+    started = time.perf_counter()
     arguments = await _request(scope, receive)
     outbound: http_messages.Outbound = await _run(
         {**arguments, "server": server},
@@ -204,13 +206,18 @@ async def mcp_app(scope: Scope, receive: Receive, send: Send, server: str | None
         body=arguments["body"],
         handler=admission.handle_request,
     )
-    threads = _threads()
-    if outbound.reply is not None:
-        settled = await _until_disconnect(event_stream.settle(outbound, threads), receive)
-        if settled is None:
-            return  # the client left before its answer
-        outbound = settled
-    await _respond(outbound, event_stream.stream_of(outbound, threads), receive, send)
+    facts, written = outbound.facts, None
+    try:
+        threads = _threads()
+        if outbound.reply is not None:
+            settled = await _until_disconnect(event_stream.settle(outbound, threads), receive)
+            if settled is None:
+                return  # the client left before its answer
+            outbound = settled
+        await _respond(outbound, event_stream.stream_of(outbound, threads), receive, send)
+        written = outbound
+    finally:
+        telemetry.mcp_request_done(written, started, http_method=scope["method"], facts=facts)
 
 
 async def sse_app(scope: Scope, receive: Receive, send: Send) -> None:
@@ -227,6 +234,7 @@ async def sse_app(scope: Scope, receive: Receive, send: Send) -> None:
         stream = sse.stream(outbound.channel, _threads()) if outbound.channel else None
         await _respond(outbound, stream, receive, send)
         return
+    started = time.perf_counter()
     query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
     channel_id = (query.get("sessionId") or query.get("session_id") or [""])[0]
     accepted: http_messages.Outbound | http_messages.Inbound = await _run(
@@ -237,15 +245,19 @@ async def sse_app(scope: Scope, receive: Receive, send: Send) -> None:
     )
     if isinstance(accepted, http_messages.Outbound):
         await _respond(accepted, None, receive, send)
+        telemetry.mcp_request_done(accepted, started, http_method="POST", transport="sse")
         return
-    task = asyncio.create_task(_answer_on_stream(accepted, channel_id))
+    task = asyncio.create_task(_answer_on_stream(accepted, channel_id, started))
     _deliveries.add(task)
     task.add_done_callback(_deliveries.discard)
     await _respond(http_messages.Outbound(202), None, receive, send)
 
 
-async def _answer_on_stream(inbound: http_messages.Inbound, channel_id: str) -> None:
-    """Answer an accepted legacy SSE message and send the answer to its stream."""
+async def _answer_on_stream(
+    inbound: http_messages.Inbound, channel_id: str, started: float
+) -> None:
+    """Answer an accepted legacy SSE message and send the answer to its stream (`started`:
+    when its POST arrived, for its telemetry)."""
     try:
         outbound = await _run(
             {"inbound": inbound, "channel_id": channel_id},
@@ -254,6 +266,7 @@ async def _answer_on_stream(inbound: http_messages.Inbound, channel_id: str) -> 
             handler=sse.answer,
         )
         await sse.deliver(channel_id, outbound, _threads())
+        telemetry.mcp_request_done(outbound, started, http_method="POST", transport="sse")
     except Exception:
         logger.exception("Answering a message for SSE stream %s failed", channel_id[:8])
 

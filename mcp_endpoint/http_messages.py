@@ -26,6 +26,35 @@ JSON = "application/json"
 SSE = "text/event-stream"
 
 
+@dataclass(slots=True)
+class Facts:
+    """What the protocol learned of a request while answering it, for its log line and its
+    metrics (mcp_endpoint/telemetry.py). Reported, never read to decide anything."""
+
+    # The JSON-RPC method, and a tools/call's tool name, as sent ("" when there was none).
+    method: str = ""
+    tool: str = ""
+    # Whether that tool is one this server serves (only those name a metric's label).
+    tool_known: bool = False
+    # "2026-07-28" (stateless) or "2025" (sessions); "" when the request got no further.
+    era: str = ""
+    # The JSON-RPC id, as sent.
+    request_id: Any = None
+    # The caller's identity (`key:<prefix>`, never the key), once admitted.
+    key: str = ""
+
+    def note(self, message: dict[str, Any]) -> None:
+        """Report a message's method, id and tool (a tools/call's)."""
+        method = message.get("method")
+        if isinstance(method, str):
+            self.method = method
+            if method == "tools/call":
+                params = message.get("params")
+                name = params.get("name") if isinstance(params, dict) else None
+                self.tool = name if isinstance(name, str) else ""
+        self.request_id = message.get("id")
+
+
 @dataclass
 class Inbound:
     method: str
@@ -35,6 +64,7 @@ class Inbound:
     raw_headers: list[tuple[str, str]] = field(default_factory=list)
     # The slug of the workflow group whose endpoint was called (`/mcp/<slug>`); None: `/mcp`.
     server: str | None = None
+    facts: Facts = field(default_factory=Facts)
 
 
 @dataclass(frozen=True)
@@ -64,6 +94,12 @@ class Outbound:
     listen: Listen | None = None
     # A legacy HTTP+SSE stream (`GET /sse`) opened under this id (`mcp_endpoint/sse.py`).
     channel: str | None = None
+    # The JSON-RPC error code of an error answer (`error_reply`, `message_reply`), and
+    # whether a result answered is a tool's own error (`isError: true`), for telemetry.
+    error_code: int | None = None
+    tool_error: bool = False
+    # What the protocol learned of the request (streamable_http.handle), for telemetry.
+    facts: Facts | None = None
 
 
 def json_reply(status: int, message: Any, headers: dict[str, str] | None = None) -> Outbound:
@@ -72,7 +108,12 @@ def json_reply(status: int, message: Any, headers: dict[str, str] | None = None)
 
 def message_reply(message: dict[str, Any], headers: dict[str, str]) -> Outbound:
     """One JSON-RPC message as a 200 JSON body (the response of a reply that went on)."""
-    return json_reply(200, message, headers)
+    outbound = json_reply(200, message, headers)
+    error, result = message.get("error"), message.get("result")
+    if isinstance(error, dict):
+        outbound.error_code = error.get("code")
+    outbound.tool_error = isinstance(result, dict) and result.get("isError") is True
+    return outbound
 
 
 def encoded_reply(status: int, body: bytes, headers: dict[str, str] | None = None) -> Outbound:
@@ -86,7 +127,9 @@ def error_reply(
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
-    return json_reply(status, {"jsonrpc": "2.0", "id": request_id, "error": error}, headers)
+    outbound = json_reply(status, {"jsonrpc": "2.0", "id": request_id, "error": error}, headers)
+    outbound.error_code = code
+    return outbound
 
 
 def accepts(headers: Mapping[str, str], media_type: str) -> bool:

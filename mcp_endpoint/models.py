@@ -16,6 +16,7 @@ class Scope(models.TextChoices):
     RUNS_READ = "runs:read", "Read every workflow run and its node executions"
     WORKFLOWS_WRITE = "workflows:write", "Create, change and publish workflows"
     HEALTH_CHECK = "health:check", "Read the health endpoint"
+    METRICS_READ = "metrics:read", "Scrape the Prometheus metrics at /metrics"
 
 
 class ApiKey(models.Model):

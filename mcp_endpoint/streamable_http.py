@@ -23,7 +23,14 @@ from mcp.shared import inbound as envelope
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from graphs.toolset import workflow_server
-from mcp_endpoint import dispatch, list_changes, sessions, task_extension, workflow_answers
+from mcp_endpoint import (
+    dispatch,
+    list_changes,
+    sessions,
+    task_extension,
+    telemetry,
+    workflow_answers,
+)
 from mcp_endpoint.core import (
     MODERN_VERSION,
     Caller,
@@ -49,6 +56,8 @@ from mcp_endpoint.http_messages import (
     json_reply,
 )
 
+# The era of the 2025 revisions (2025-03-26 to 2025-11-25, with sessions), as telemetry names it.
+LEGACY_ERA = "2025"
 # JSON-RPC error code → HTTP status in the 2026-07-28 era (the SDK's table).
 MODERN_ERROR_STATUS: Mapping[int, int] = envelope.ERROR_CODE_HTTP_STATUS
 
@@ -59,7 +68,9 @@ def _reply(reply: Reply, headers: Mapping[str, str], extra_headers: dict[str, st
     if reply.streams and accepts(headers, SSE):
         return Outbound(200, dict(extra_headers), reply=reply, stream=True)
     if reply.complete:
-        return encoded_reply(200, reply.response_body(), extra_headers)
+        outbound = encoded_reply(200, reply.response_body(), extra_headers)
+        outbound.tool_error = isinstance(reply.result, dict) and reply.result.get("isError") is True
+        return outbound
     return Outbound(200, dict(extra_headers), reply=reply)
 
 
@@ -81,7 +92,18 @@ def _is_modern(inbound: Inbound, message: Any) -> bool:
 
 def handle(inbound: Inbound) -> Outbound:
     """Answer one HTTP request to `/mcp`, or to a workflow group's endpoint `/mcp/<slug>`
-    (`inbound.server`)."""
+    (`inbound.server`). The answer carries what was learned of the request on the way
+    (`Outbound.facts`: method, tool, era, caller), for the transport's telemetry."""
+    facts = inbound.facts
+    facts.key = inbound.caller.identity
+    outbound = _answer(inbound)
+    if facts.tool:
+        facts.tool_known = telemetry.known_tool(facts.tool, inbound.server)
+    outbound.facts = facts
+    return outbound
+
+
+def _answer(inbound: Inbound) -> Outbound:
     if inbound.server is not None and workflow_server(inbound.server) is None:
         return error_reply(
             404,
@@ -94,6 +116,8 @@ def handle(inbound: Inbound) -> Outbound:
         message, problem = json_body(inbound)
         if problem:
             return problem
+        if isinstance(message, dict):
+            inbound.facts.note(message)
     else:
         message = None
     version = inbound.headers.get(VERSION_HEADER)
@@ -109,7 +133,9 @@ def handle(inbound: Inbound) -> Outbound:
             data={"supported": supported, "requested": version},
         )
     if _is_modern(inbound, message):
+        inbound.facts.era = MODERN_VERSION
         return _handle_modern(inbound, message)
+    inbound.facts.era = LEGACY_ERA
     return _handle_legacy(inbound, message)
 
 

@@ -1,5 +1,5 @@
 """The `/mcp` (and `/mcp/<slug>`) view for Django's own request handling (WSGI, runserver,
-the test client).
+the test client), and `/metrics`.
 
 Under uvicorn, `config.asgi` sends `/mcp` to the lean ASGI app in `mcp_endpoint/asgi.py`
 instead; both adapt the same `admission.handle_request`. The view is async so that
@@ -9,13 +9,16 @@ sync thread, where Django manages the database connections.
 
 from __future__ import annotations
 
+import time
+
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET
 
-from mcp_endpoint import admission, event_stream
+from mcp_endpoint import admission, event_stream, telemetry
 
 
 def _headers(request: HttpRequest) -> tuple[dict[str, str], list[tuple[str, str]]]:
@@ -39,6 +42,7 @@ async def mcp(
 ) -> HttpResponse | StreamingHttpResponse:
     """Streamable HTTP endpoint of the MCP server (both protocol eras): `/mcp`, or a workflow
     group's `/mcp/<server>`."""
+    started = time.perf_counter()
     headers, raw_headers = _headers(request)
     body = None
     if not admission.body_too_large(headers.get("content-length")):
@@ -57,8 +61,11 @@ async def mcp(
         host=request.get_host(),  # validated by Django against ALLOWED_HOSTS
         server=server,
     )
+    facts = outbound.facts
     outbound = await event_stream.settle(outbound, event_stream.REQUEST_THREADS)
     stream = event_stream.stream_of(outbound, event_stream.REQUEST_THREADS)
+    # A streamed answer is recorded as it starts: Django writes it after the view returns.
+    telemetry.mcp_request_done(outbound, started, http_method=request.method or "GET", facts=facts)
     if stream is not None:
         return StreamingHttpResponse(
             stream, headers={**outbound.headers, **event_stream.SSE_HEADERS}
@@ -69,3 +76,19 @@ async def mcp(
     for name, value in outbound.headers.items():
         response[name] = value
     return response
+
+
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    """`/metrics`, Prometheus's text format, for keys with the scope metrics:read or clients
+    in METRICS_ALLOWED_ADDRESSES (mcp_endpoint/telemetry.py)."""
+    headers = {name.lower(): value for name, value in request.headers.items()}
+    refusal = telemetry.metrics_refusal(headers, request.META.get("REMOTE_ADDR", ""))
+    if refusal is not None:
+        response = HttpResponse(
+            refusal.message, status=refusal.status, content_type="text/plain; charset=utf-8"
+        )
+        for name, value in refusal.headers.items():
+            response[name] = value
+        return response
+    return telemetry.exposition()

@@ -15,6 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import SynchronousOnlyOperation
 
+from nodespecs import telemetry
 from nodespecs.detail_levels import DETAIL_LEVELS, view_at
 from nodespecs.names import UnknownNodeType, resolve_node_type
 from nodespecs.registry import Registry, current_registry
@@ -160,7 +161,7 @@ def get_node_details(
         not_in_event_loop(f"Describing more than {EVENT_LOOP_NODES} nodes")
     registry = registry or current_registry()
     results = []
-    approximations = 0
+    approximations = hits = misses = 0
     for position, request in enumerate(nodes):
         if not isinstance(request, dict):
             results.append(
@@ -207,6 +208,8 @@ def get_node_details(
                 }
             )
             continue
+        cached = registry.has_detail(resolution.key)
+        hits, misses = hits + cached, misses + (not cached)
         if detail is None:
             view = _view(
                 registry.detail(resolution.key),
@@ -221,6 +224,7 @@ def get_node_details(
         if warnings:
             view["warning"] = " ".join(warnings)
         results.append(view)
+    telemetry.knowledge_cache(hits, misses)
     return results
 
 
@@ -295,7 +299,9 @@ def search_nodes(
     registry = registry or current_registry()
     node_type, _ = _type_filter(type_filter)
     results = []
+    ready = 0
     for hit in registry.index.search(query, limit=max_results, node_type=node_type):
+        ready += registry.has_detail(hit.key)
         detail = registry.detail(hit.key)
         if include_details:
             result = dict(detail)
@@ -310,4 +316,5 @@ def search_nodes(
         result["relevance_score"] = hit.score
         result["matched_terms"] = list(hit.matched_terms)
         results.append(result)
+    telemetry.knowledge_cache(ready, len(results) - ready)
     return results

@@ -19,8 +19,9 @@ stopped if the probe gets no answer within `PROBE_SECONDS`; calls arriving meanw
 the verdict, then go to the same session or a restarted one.
 
 Sessions unused for `IDLE_SECONDS` are closed; `close_all` closes them all (at exit too), and
-a forked child starts a pool of its own. What is called, and what is done with the answers,
-is `nodespecs.mcp_client`'s.
+a forked child starts a pool of its own. Each request's duration and failure, and the number
+of sessions, are recorded for operators (`nodespecs.telemetry`). What is called, and what is
+done with the answers, is `nodespecs.mcp_client`'s.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED
 
+from nodespecs import telemetry
 from nodespecs.mcp_connection import Connection
 from nodespecs.mcp_errors import DownstreamError, DownstreamTimeout, explain
 from nodespecs.mcp_transports import Diagnostics, logger, open_transport
@@ -196,6 +198,7 @@ class _Pool:
     def forget(self, live: _Live) -> None:
         if self.live.get(live.connection) is live:
             del self.live[live.connection]
+            telemetry.pool_size_changed(len(self.live))
 
     def keep(self, task: asyncio.Task[None]) -> None:
         """Hold a task of the loop until it is done (`close` waits for these)."""
@@ -207,6 +210,7 @@ class _Pool:
         if live is None:
             live = self.live[connection] = _Live(self, connection)
             self.keep(live.task)
+            telemetry.pool_size_changed(len(self.live))
         return live
 
     def run(self, coroutine: Coroutine[Any, Any, T], timeout: float) -> T:
@@ -320,7 +324,15 @@ def request(
     be, and wait for its answer: at most `timeout` seconds (default: the connection's)."""
     deadline = connection.timeout_seconds if timeout is None else timeout
     pool = _current_pool()
-    return pool.run(pool.request(connection, what, send, deadline), deadline)
+    started = time.perf_counter()
+    try:
+        answer = pool.run(pool.request(connection, what, send, deadline), deadline)
+    except Exception as exc:
+        elapsed = time.perf_counter() - started
+        telemetry.downstream_done(connection.name, what, elapsed, exc, connection.secrets)
+        raise
+    telemetry.downstream_done(connection.name, what, time.perf_counter() - started)
+    return answer
 
 
 def close_all() -> None:

@@ -43,6 +43,10 @@ class Registry:
         for node_type, subtype in sorted((doc["node_type"], doc["subtype"]) for doc in listed):
             self.types.setdefault(node_type, []).append(subtype)
 
+    def has_detail(self, key: tuple[str, str]) -> bool:
+        """Whether `detail(key)` is built already (a cache hit, for the metrics)."""
+        return key in self._details
+
     def detail(self, key: tuple[str, str]) -> dict[str, Any]:
         """The full agent-facing serialisation of a spec, built at first use and then reused."""
         detail = self._details.get(key)

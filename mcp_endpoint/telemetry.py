@@ -1,0 +1,296 @@
+"""What operators see of requests: a metric and, with `LOG_FORMAT=json`, a log line per MCP or
+REST request, and the `/metrics` page that Prometheus scrapes.
+
+The transports time a request and hand over what the protocol reported of it
+(`http_messages.Facts`: method, tool, era, caller); this module turns that into bounded
+labels, the counter and histogram, and the `request` log line. MCP requests are recorded by
+the ASGI app (`mcp_endpoint/asgi.py`) and the Django view (`views.py`), REST requests by
+`RestTelemetryMiddleware` (what the route learned is noted on the request by `api.py`).
+Runs, nodes, downstream calls and the pool are `graphs/telemetry.py`'s and
+`nodespecs/telemetry.py`'s, the shared machinery the latter's.
+
+Labels are bounded: a method is one the protocol defines (else "other"), a tool one this
+server serves (else "other"), a REST route its pattern, never the path as sent. The key is
+logged by its identity (`key:<prefix>`), never the key.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from functools import lru_cache
+from typing import Any
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from mcp.types import methods
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.registry import Collector
+
+from graphs.telemetry import RunQueueCollector
+from graphs.toolset import workflow_tools
+from mcp_endpoint import dispatch
+from mcp_endpoint.auth import REALM, Refusal, admit, presented_key
+from mcp_endpoint.http_messages import Facts, Outbound
+from mcp_endpoint.models import Scope
+from mcp_endpoint.tools import TOOLS
+from nodespecs import telemetry
+from nodespecs.telemetry import OTHER
+
+REQUESTS = telemetry.counter(
+    "switchyard_requests_total",
+    "MCP and REST requests answered, by transport, method, tool and outcome (ok, tool_error: "
+    "a tool's own isError result, error: a JSON-RPC or HTTP error, refused: 401, 403 or 429, "
+    "disconnected: the client left first).",
+    ["transport", "method", "tool", "outcome"],
+)
+REQUEST_SECONDS = telemetry.histogram(
+    "switchyard_request_seconds",
+    "Time from a request's arrival to the end of its answer (its stream included), by "
+    "transport, method, tool and outcome.",
+    ["transport", "method", "tool", "outcome"],
+)
+
+KNOWN_METHODS = frozenset(
+    {name for name, _ in methods.CLIENT_REQUESTS}
+    | {name for name, _ in methods.CLIENT_NOTIFICATIONS}
+    | set(methods.SPEC_CLIENT_METHODS)
+    | {"tasks/get", "tasks/cancel", "tasks/update", "tasks/list", "tasks/result"}
+)
+# A request without a JSON-RPC method (a 2025 session's GET stream, its DELETE) is labelled
+# by its HTTP method.
+HTTP_METHODS = frozenset({"GET", "POST", "DELETE"})
+REFUSED = frozenset({401, 403, 429})
+# Of what callers send, the most a log line keeps.
+_LOGGED_CHARACTERS = 200
+_EMPTY = Facts()
+
+
+def known_tool(name: str, server: str | None = None) -> bool:
+    """Whether `name` is a tool this server serves (at `/mcp`, or the group `server`'s): only
+    those are metric labels. May query like the call itself (the workflow snapshot)."""
+    return name in TOOLS or name in dispatch.EXTRA_TOOLS or name in workflow_tools(server)
+
+
+def _method_label(facts: Facts, http_method: str) -> str:
+    if facts.method:
+        return facts.method if facts.method in KNOWN_METHODS else OTHER
+    return http_method if http_method in HTTP_METHODS else OTHER
+
+
+def _outcome(status: int, error_code: int | None, tool_error: bool) -> str:
+    if status in REFUSED:
+        return "refused"
+    if error_code is not None or status >= 400:
+        return "error"
+    return "tool_error" if tool_error else "ok"
+
+
+def _clip(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > _LOGGED_CHARACTERS:
+        return value[:_LOGGED_CHARACTERS] + "..."
+    return value
+
+
+def _record(
+    transport: str,
+    method: str,
+    tool: str,
+    outcome: str,
+    seconds: float,
+    fields: Callable[[], dict[str, Any]],
+) -> None:
+    if telemetry.metrics_enabled():
+        REQUESTS.child(transport, method, tool, outcome).inc()
+        REQUEST_SECONDS.child(transport, method, tool, outcome).observe(seconds)
+    if telemetry.json_logs():
+        line = {
+            "transport": transport,
+            **fields(),
+            "outcome": outcome,
+            "duration_ms": round(seconds * 1000, 2),
+        }
+        telemetry.emit("request", line)
+
+
+def mcp_request_done(
+    outbound: Outbound | None,
+    started: float,
+    *,
+    http_method: str,
+    facts: Facts | None = None,
+    transport: str = "mcp",
+) -> None:
+    """An MCP request's answer was written (or the client left first: `outbound` None).
+    `facts` are the protocol's, when the answer written is not the one that carried them (a
+    reply followed to its response); `started` is its `time.perf_counter()` on arrival."""
+    seconds = time.perf_counter() - started
+    facts = facts or (outbound.facts if outbound is not None else None) or _EMPTY
+    if outbound is None:
+        status, outcome = 499, "disconnected"
+    else:
+        status = outbound.status
+        outcome = _outcome(status, outbound.error_code, outbound.tool_error)
+    tool = ""
+    if facts.tool:
+        tool = facts.tool if facts.tool_known else OTHER
+
+    def fields() -> dict[str, Any]:
+        return {
+            "request_id": _clip(facts.request_id),
+            "method": _clip(facts.method) or http_method,
+            "tool": _clip(facts.tool) or None,
+            "key_id": facts.key or None,
+            "status": status,
+            "era": facts.era or None,
+        }
+
+    _record(transport, _method_label(facts, http_method), tool, outcome, seconds, fields)
+
+
+# REST (django-ninja, mcp_endpoint/api.py).
+
+REST_PREFIX = "/api/"
+_NOTES = "_switchyard_telemetry"
+
+
+def rest_note(request: HttpRequest, **facts: Any) -> None:
+    """Note what a REST route learned of its request (`key`, `tool`, `request_id`) for its
+    log line. A tool is labelled by name only when `known_tool` (checked here, in the
+    route's thread, where a query is allowed)."""
+    notes: dict[str, Any] = getattr(request, _NOTES, None) or {}
+    if "tool" in facts:
+        facts["tool_label"] = facts["tool"] if known_tool(facts["tool"]) else OTHER
+    notes.update(facts)
+    setattr(request, _NOTES, notes)
+
+
+def _route(request: HttpRequest) -> str:
+    match = getattr(request, "resolver_match", None)
+    route = getattr(match, "route", None)
+    method = (
+        request.method if request.method in ("GET", "POST", "PUT", "PATCH", "DELETE") else OTHER
+    )
+    return f"{method} /{route}" if route else OTHER
+
+
+def rest_request_done(request: HttpRequest, response: HttpResponseBase, started: float) -> None:
+    """A REST request was answered."""
+    seconds = time.perf_counter() - started
+    notes: dict[str, Any] = getattr(request, _NOTES, None) or {}
+    status = response.status_code
+    outcome = _outcome(status, None, False)
+
+    def fields() -> dict[str, Any]:
+        return {
+            "request_id": notes.get("request_id"),
+            "method": _route(request),
+            "tool": _clip(notes.get("tool")),
+            "key_id": notes.get("key"),
+            "status": status,
+            "era": None,
+        }
+
+    _record("rest", _route(request), notes.get("tool_label", ""), outcome, seconds, fields)
+
+
+class RestTelemetryMiddleware:
+    """Times each request to the REST API (`/api/...`) and records it; other paths pass
+    untouched. Sync and async, so it never adds a thread hop."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.is_async:
+            return self._async_call(request)
+        if not request.path.startswith(REST_PREFIX):
+            return self.get_response(request)
+        started = time.perf_counter()
+        response = self.get_response(request)
+        rest_request_done(request, response, started)
+        return response
+
+    async def _async_call(self, request: HttpRequest) -> HttpResponseBase:
+        answer: Awaitable[HttpResponseBase] = self.get_response(request)
+        if not request.path.startswith(REST_PREFIX):
+            return await answer
+        started = time.perf_counter()
+        response = await answer
+        rest_request_done(request, response, started)
+        return response
+
+
+# The /metrics page.
+
+
+@lru_cache(maxsize=1)
+def _allowed_networks(
+    addresses: tuple[str, ...],
+) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    return tuple(ipaddress.ip_network(address, strict=False) for address in addresses)
+
+
+def address_allowed(address: str) -> bool:
+    """Whether a client address is in `METRICS_ALLOWED_ADDRESSES`."""
+    networks = _allowed_networks(tuple(settings.METRICS_ALLOWED_ADDRESSES))
+    if not networks:
+        return False
+    try:
+        client = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(client in network for network in networks)
+
+
+def metrics_refusal(headers: Mapping[str, str], address: str) -> Refusal | None:
+    """Why a scrape is refused (401 without a key or with a bad one, 403 without the scope
+    metrics:read, 429 over the key's limit), or None when it may read the metrics: a client
+    in `METRICS_ALLOWED_ADDRESSES` needs no key."""
+    if address_allowed(address):
+        return None
+    if presented_key(headers) is None and not settings.MCP_ANONYMOUS_SCOPES:
+        return Refusal(
+            401,
+            "Unauthorized: /metrics needs an API key with the scope metrics:read "
+            "('Authorization: Bearer KEY'), or a client address in METRICS_ALLOWED_ADDRESSES.",
+            {"WWW-Authenticate": REALM},
+        )
+    caller = admit(headers, address)
+    if isinstance(caller, Refusal):
+        return caller
+    if Scope.METRICS_READ not in caller.scopes:
+        return Refusal(
+            403,
+            "Forbidden: /metrics needs the scope metrics:read, which this key does not have "
+            "(or a client address in METRICS_ALLOWED_ADDRESSES).",
+            {},
+        )
+    return None
+
+
+class _Forward(Collector):
+    """Another registry's metrics, within the registry of one scrape."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Any:
+        return self.registry.collect()
+
+
+def exposition() -> HttpResponse:
+    """The metrics in Prometheus's text format: every process's on this host in multiprocess
+    mode (else this process's), with the waiting runs and the Celery queue read now."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Forward(telemetry.scrape_registry()))
+    registry.register(RunQueueCollector())
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
