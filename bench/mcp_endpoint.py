@@ -23,6 +23,8 @@ ACTION/HTTP_REQUEST) and `tools/list`, at each concurrency, in both protocol era
 - the peers: `bench/sdk_peer_server.py`, the same tool and data on the SDK's `MCPServer`
   under the same uvicorn, stateless (`--peer-workers`, default as ours) and stateful (one
   worker: its sessions live in process memory), both with JSON responses.
+- ours again with other settings, as `--peers metrics-off` (`METRICS_ENABLED=false`) or
+  `json-logs` (`LOG_FORMAT=json`): what the metrics or a JSON line per request cost.
 
 The load comes from `wrk` (one thread, keep-alive connections = concurrency; install with
 `apt-get install -y wrk`). Each (era, method, concurrency) cell runs every server in turn,
@@ -70,6 +72,13 @@ TARGETS = {16: 2.0, 1: 2.0}  # concurrency → ours/peer throughput (issue 15: a
 # each, plus the start: about 90 s); steady figures need longer runs: --long, or the
 # lengths docs/benchmarks.md names.
 SHORT = {"duration": 1, "warmup": 1, "rounds": 1}
+# `--peers` that are ours again with other settings: the metrics off (METRICS_ENABLED=false:
+# the ratio is what recording them costs), or a JSON line written per request (to the
+# server's log file; LOG_LEVEL=INFO, or they would not be).
+OURS_VARIANTS = {
+    "metrics-off": {"METRICS_ENABLED": "false"},
+    "json-logs": {"LOG_FORMAT": "json", "LOG_LEVEL": "INFO"},
+}
 LONG = {"duration": 10, "warmup": 2, "rounds": 2}
 
 
@@ -533,7 +542,8 @@ def report(cells: list[Cell], ours: list[str], peers: list[str], markdown: bool)
     out.append("Targets (ours / the faster peer in the cell, mean req/s over rounds):")
     for cell in cells:
         target = TARGETS.get(cell.concurrency)
-        present = [p for p in peers if p in cell.runs]
+        # The SDK's servers only: ours with other settings (OURS_VARIANTS) is no peer to beat.
+        present = [p for p in peers if p in cell.runs and not p.startswith("ours-")]
         if target is None or not present:
             continue
         best = max(present, key=cell.rps)
@@ -580,7 +590,12 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,16")
     parser.add_argument("--eras", default="modern,legacy")
     parser.add_argument("--methods", default="tools/call,tools/list")
-    parser.add_argument("--peers", default="sdk-stateless,sdk-stateful")
+    parser.add_argument(
+        "--peers",
+        default="sdk-stateless,sdk-stateful",
+        help="sdk-stateless, sdk-stateful, or ours with other settings: "
+        + ", ".join(OURS_VARIANTS),
+    )
     parser.add_argument(
         "--cache",
         choices=("auto", "redis", "locmem"),
@@ -650,6 +665,24 @@ def main() -> None:
             ours.append(label)
         peers: list[str] = []
         for name in peer_names:
+            if name in OURS_VARIANTS:
+                # The same start as ours with its instrumentation set otherwise (issue 18):
+                # its ratio is what that instrumentation costs, measured in the same rounds.
+                label, port = f"ours-{name}", free_port()
+                variant_env = {**servers[0].env, **OURS_VARIANTS[name]}
+                servers.append(
+                    Server(
+                        label, "ours", port,
+                        uvicorn_command(
+                            "config.asgi:application", port, worker_counts[0], args.launcher,
+                            args.nodelay_patch,
+                        ),
+                        variant_env, workdir / f"{label}.log", servers[0].extra_cpu_pids,
+                        servers[0].auth,
+                    )
+                )  # fmt: skip
+                peers.append(label)
+                continue
             stateless = name == "sdk-stateless"
             workers = peer_workers if stateless else 1
             label = f"{name}-w{workers}"
