@@ -114,20 +114,20 @@ if MULTIPROCESS_DIR:
     atexit.register(_forget_this_process)
 
 
-def serve_metrics_port() -> None:
+def serve_metrics_port() -> Any:
     """Serve this host's metrics on `METRICS_PORT` (a Celery worker: it has no web server),
     when that is set; with several processes on the host, set `PROMETHEUS_MULTIPROC_DIR` too
-    so that this port serves them all."""
+    so that this port serves them all. Returns the HTTP server and its thread, or None."""
     port = settings.METRICS_PORT
     if not port:
-        return
+        return None
     if not MULTIPROCESS_DIR:
         logging.getLogger(__name__).warning(
             "METRICS_PORT is set without PROMETHEUS_MULTIPROC_DIR: the port shows this process "
             "alone, not the pool processes that execute the runs. Set PROMETHEUS_MULTIPROC_DIR "
             "to an empty directory (docs/operations.md)."
         )
-    start_http_server(port, addr=settings.METRICS_ADDRESS, registry=scrape_registry())
+    return start_http_server(port, addr=settings.METRICS_ADDRESS, registry=scrape_registry())
 
 
 # Downstream MCP calls (nodespecs/mcp_pool.py).

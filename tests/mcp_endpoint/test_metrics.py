@@ -11,22 +11,31 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
+import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
+from celery.signals import worker_init
 from django.db import connections
 from prometheus_client.parser import text_string_to_metric_families
 
+from config.celery import _serve_metrics
 from graphs.runs import RunRequest, workflow_call
+from graphs.telemetry import CELERY_QUEUE
 from mcp_endpoint import asgi
+from nodespecs import mcp_client
 from nodespecs.knowledge import get_node_details
+from nodespecs.mcp_client import Connection, DownstreamError
 from nodespecs.registry import Registry
+from nodespecs.telemetry import serve_metrics_port
 from tests.mcp_endpoint.helpers import (
     CAPABILITIES_KEY,
     MODERN,
@@ -34,6 +43,7 @@ from tests.mcp_endpoint.helpers import (
     auth_headers,
     make_key,
 )
+from tests.nodespecs.providers_helpers import servers  # noqa: F401
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.django_db(transaction=True)]
 
@@ -318,3 +328,63 @@ def test_two_processes_sharing_a_multiprocess_directory_are_scraped_as_one(tmp_p
     assert live[("switchyard_mcp_pool_sessions", ())] == 4  # 2 in each live process
     assert gone[("switchyard_requests_total", labels)] == 7  # counters outlive their process
     assert gone.get(("switchyard_mcp_pool_sessions", ()), 0) == 0  # their sessions do not
+
+
+# Downstream calls, the Celery queue, a worker's port.
+
+
+def test_a_failed_downstream_call_is_timed_and_counted_by_provider(client, servers):  # noqa: F811
+    scraper = make_key(scopes=["metrics:read"])
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    connection = Connection(
+        name="nowhere",
+        transport="streamable_http",
+        url=f"http://127.0.0.1:{port}/mcp",
+        timeout_seconds=5,
+    )
+    before = scrape(client, scraper)
+    with pytest.raises(DownstreamError):
+        mcp_client.call_tool(connection, "echo", {})
+    after = scrape(client, scraper)
+
+    errors = "switchyard_downstream_errors_total"
+    assert delta(before, after, errors, provider="nowhere", error="DownstreamError") == 1
+    calls = "switchyard_downstream_call_seconds_count"
+    assert delta(before, after, calls, provider="nowhere", request="tools/call") == 1
+
+
+@pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs REDIS_URL (a Redis broker)")
+def test_the_celery_queue_length_is_read_from_a_redis_broker(client, settings):
+    settings.CELERY_BROKER_URL = os.environ["REDIS_URL"]
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    broker.delete(CELERY_QUEUE)
+    broker.rpush(CELERY_QUEUE, "one", "two")
+    try:
+        found = scrape(client, make_key(scopes=["metrics:read"]))
+    finally:
+        broker.delete(CELERY_QUEUE)
+
+    assert found[("switchyard_celery_queue_length", ())] == 2
+
+
+def test_a_worker_serves_its_metrics_on_metrics_port(settings):
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    settings.METRICS_PORT, settings.METRICS_ADDRESS = port, "127.0.0.1"
+    assert _serve_metrics in [receiver() for _, receiver in worker_init.receivers]
+
+    server, thread = serve_metrics_port()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+    assert "switchyard_runs_total" in text or "switchyard_requests_total" in text
+    settings.METRICS_PORT = 0
+    assert serve_metrics_port() is None
