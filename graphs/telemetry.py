@@ -61,6 +61,8 @@ def run_finished(run: Run) -> None:
             "node_count": run.node_count,
             "error_node": run.error_node_id or None,
             "test": run.is_test,
+            # With tracing on, the trace of the run (graphs/tracing.py), to find it from here.
+            "trace_id": run.trace_id or None,
         }
         telemetry.emit("run_end", fields)
 
