@@ -223,8 +223,8 @@ def main() -> None:
                 f"{median / base:.3f} |"
             )
     print(
-        f"\n{args.rounds} rounds, interleaved; {args.calls} calls a round ({args.calls // 10} "
-        f"for sum_to_n); Python {sys.version.split()[0]}, SQLite."
+        f"\n{args.rounds} rounds, interleaved; {args.calls} calls a round "
+        f"({max(args.calls // 10, 20)} for sum_to_n); Python {sys.version.split()[0]}, SQLite."
     )
 
 
