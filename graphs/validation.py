@@ -30,7 +30,7 @@ from typing import Any
 
 from graphs.engine import DefinitionError, load_yaml
 from graphs.engine.problems import Problem, error, warning
-from graphs.engine.servers import parse_server
+from graphs.engine.servers import parse_server, too_many_servers
 from graphs.engine.validation import LimitCeiling, ToolSchema, validate_document
 
 # The very rules import binds servers by (private there: they are its implementation), so
@@ -128,10 +128,12 @@ class _ServerIndex:
         self._bound: dict[str, Provider] = {}
         self._tools: dict[int, dict[str, ToolSchema] | None] = {}
         section = document.get("mcpServers")
+        if not isinstance(section, Mapping) or too_many_servers(section) is not None:
+            section = {}  # the engine's checks say why; nothing is looked up for it
         # A declared server is the provider import binds it to, or none: never another
         # provider that happens to have its name (import would register a new one).
-        self._declared = {str(name) for name in section} if isinstance(section, Mapping) else set()
-        for name, settings in section.items() if isinstance(section, Mapping) else ():
+        self._declared = {str(name) for name in section}
+        for name, settings in section.items():
             config = parse_server(str(name), settings, [])
             if config is None:
                 continue  # the engine reports why

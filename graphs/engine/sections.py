@@ -22,7 +22,7 @@ from graphs.engine.problems import (
     op_remove,
 )
 from graphs.engine.regex import schema_pattern_problems
-from graphs.engine.servers import parse_server, parse_servers
+from graphs.engine.servers import parse_server, parse_servers, too_many_servers
 
 SERVER_INFO_KEYS = ("name", "version", "title", "instructions")
 LIMIT_KEYS = {
@@ -96,6 +96,10 @@ def read_servers(raw: Any, found: list[Finding]) -> dict[str, ServerConfig]:
         servers = parse_servers(raw, texts)
         found += [Finding(text, (error("invalid_field", text, ("mcpServers",)),)) for text in texts]
         return servers
+    refusal = too_many_servers(raw)
+    if refusal is not None:
+        found.append(Finding(refusal, (error("too_many_servers", refusal, ("mcpServers",)),)))
+        return {}
     servers = {}
     for name, settings in raw.items():
         texts = []

@@ -35,6 +35,22 @@ _KEYS = {
 }
 
 
+#: The most servers one definition may declare: each becomes a registered provider (or is
+#: looked up as one), so a definition of thousands would register thousands.
+MAX_SERVERS = 64
+
+
+def too_many_servers(raw: Mapping[str, Any]) -> str | None:
+    """Why an ``mcpServers`` mapping is refused for its size, or None."""
+    if len(raw) <= MAX_SERVERS:
+        return None
+    return (
+        f"field 'mcpServers': {len(raw)} servers, over the limit of {MAX_SERVERS} in one "
+        "definition; declare only the servers its nodes call, or split the tools into "
+        "several definitions"
+    )
+
+
 def parse_servers(raw: Any, problems: list[str]) -> dict[str, ServerConfig]:
     """The servers of an ``mcpServers`` mapping; each problem found is appended to problems."""
     if raw is None:
@@ -44,6 +60,10 @@ def parse_servers(raw: Any, problems: list[str]) -> dict[str, ServerConfig]:
             "field 'mcpServers': must be a mapping of server name to its settings, "
             f"got {type(raw).__name__}"
         )
+        return {}
+    refusal = too_many_servers(raw)
+    if refusal is not None:
+        problems.append(refusal)
         return {}
     servers = {}
     for name, settings in raw.items():

@@ -11,7 +11,7 @@ import yaml
 from django.test import override_settings
 from mcp.types import Tool
 
-from graphs.files import graph_import
+from graphs.files import GraphFileError, graph_import
 from graphs.validation import MAX_DEFINITION_BYTES, validate_workflow
 from nodespecs.audit import Caller, caller_command
 from nodespecs.models import NodeSpec, Provider
@@ -239,3 +239,27 @@ def test_a_declared_server_with_a_providers_name_but_other_settings_is_not_that_
 
     # Import would register these settings as a new provider: its tools are not known.
     assert [problem.code for problem in report.problems] == ["tools_unknown"]
+
+
+def test_a_definition_declaring_too_many_servers_is_refused_without_looking_one_up(
+    django_assert_max_num_queries,
+):
+    """Each declared server is looked up (and, on import, registered): thousands of them
+    from one read-only caller would cost thousands of queries. Refused whole, as import
+    refuses it."""
+    document = count_files()
+    document["mcpServers"] = {
+        f"s{i}": {"type": "streamableHttp", "url": f"http://127.0.0.1:9/{i}"} for i in range(65)
+    }
+
+    with django_assert_max_num_queries(5):
+        report = validate_workflow(document, caller=API)
+
+    codes = [problem.code for problem in report.problems]
+    assert "too_many_servers" in codes
+    refused = next(p for p in report.problems if p.code == "too_many_servers")
+    assert refused.path == "/mcpServers"
+    assert "over the limit of 64" in refused.message
+    with pytest.raises(GraphFileError, match="over the limit of 64"):
+        graph_import(text=document, caller=OPERATOR)
+    assert not Provider.objects.exists()
