@@ -270,6 +270,11 @@ def version_document(version: WorkflowVersion) -> dict[str, Any]:
     )
 
 
+def _published_number(workflow: Workflow) -> int | None:
+    """The number of the version the workflow serves, if any."""
+    return workflow.current_version.number if workflow.current_version else None
+
+
 def _version_summary(version: WorkflowVersion) -> dict[str, Any]:
     return {
         "version": version.number,
@@ -293,7 +298,7 @@ def workflow_view(
     view: dict[str, Any] = {
         "name": workflow.name,
         **_version_summary(version),
-        "published_version": workflow.current_version.number if workflow.current_version else None,
+        "published_version": _published_number(workflow),
         "definition": document,
     }
     if diff_from is not None:
@@ -315,7 +320,7 @@ def version_list(*, name: str) -> dict[str, Any]:
     versions = workflow.versions.select_related("workflow").order_by("-number")
     return {
         "name": workflow.name,
-        "published_version": workflow.current_version.number if workflow.current_version else None,
+        "published_version": _published_number(workflow),
         "total": versions.count(),
         "versions": [_version_summary(v) for v in versions[:MAX_VERSIONS_LISTED]],
     }

@@ -8,7 +8,9 @@ served), test_workflow, publish_workflow; update_workflow for each change after.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 from mcp import types
 from pydantic import Field
@@ -150,13 +152,8 @@ class TestWorkflowArguments(StrictArguments):
 
 
 def _test(arguments: TestWorkflowArguments, caller: Caller) -> StartRun:
-    try:
-        version = drafts.version_of(name=arguments.name, number=arguments.version)
-        answers = run_mocks.mock_answers(version, arguments.mocks, mock_all=arguments.mock_all)
-    except drafts.DraftRefused as exc:
-        raise _refused(exc) from None
-    except run_mocks.MockRefused as exc:
-        raise ToolError(str(exc)) from None
+    version = drafts.version_of(name=arguments.name, number=arguments.version)
+    answers = run_mocks.mock_answers(version, arguments.mocks, mock_all=arguments.mock_all)
     definition = version.definition
     tool = WorkflowTool(
         name=arguments.name,
@@ -190,8 +187,24 @@ def _tested(tool: WorkflowTool, outcome: RunOutcome) -> types.CallToolResult:
     )
 
 
-def _refused(exc: drafts.DraftRefused) -> ToolError:
-    return ToolError(exc.message, {"problems": exc.problems} if exc.problems else None)
+Handler = TypeVar("Handler", bound=Callable[..., Any])
+
+
+def _refusals_answered(handler: Handler) -> Handler:
+    """`handler`, with the drafts' and the mocks' refusals turned into tool errors (a draft's
+    validation problems as their details, for a program to act on)."""
+
+    @functools.wraps(handler)
+    def answer(arguments: Any, caller: Caller) -> Any:
+        try:
+            return handler(arguments, caller)
+        except drafts.DraftRefused as exc:
+            details = {"problems": exc.problems} if exc.problems else None
+            raise ToolError(exc.message, details) from None
+        except run_mocks.MockRefused as exc:
+            raise ToolError(str(exc)) from None
+
+    return cast(Handler, answer)
 
 
 def _validate(arguments: ValidateWorkflowArguments, caller: Caller) -> dict[str, Any]:
@@ -208,56 +221,39 @@ def _saved(saved: drafts.DraftSaved) -> dict[str, Any]:
 
 
 def _create(arguments: CreateWorkflowArguments, caller: Caller) -> dict[str, Any]:
-    try:
-        saved = drafts.draft_create(
-            definition=arguments.definition,
-            group=arguments.group,
-            caller=caller,
-            comment=arguments.comment,
-        )
-    except drafts.DraftRefused as exc:
-        raise _refused(exc) from None
+    saved = drafts.draft_create(
+        definition=arguments.definition,
+        group=arguments.group,
+        caller=caller,
+        comment=arguments.comment,
+    )
     return _saved(saved)
 
 
 def _update(arguments: UpdateWorkflowArguments, caller: Caller) -> dict[str, Any]:
-    try:
-        saved = drafts.draft_update(
-            name=arguments.name,
-            caller=caller,
-            definition=arguments.definition,
-            patch=arguments.patch,
-            comment=arguments.comment,
-        )
-    except drafts.DraftRefused as exc:
-        raise _refused(exc) from None
+    saved = drafts.draft_update(
+        name=arguments.name,
+        caller=caller,
+        definition=arguments.definition,
+        patch=arguments.patch,
+        comment=arguments.comment,
+    )
     return _saved(saved)
 
 
 def _publish(arguments: PublishWorkflowArguments, caller: Caller) -> dict[str, Any]:
-    try:
-        version = drafts.version_publish(
-            name=arguments.name, number=arguments.version, caller=caller
-        )
-    except drafts.DraftRefused as exc:
-        raise _refused(exc) from None
+    version = drafts.version_publish(name=arguments.name, number=arguments.version, caller=caller)
     return {"workflow": arguments.name, "version": version.number, "status": version.status}
 
 
 def _get(arguments: GetWorkflowArguments, caller: Caller) -> dict[str, Any]:
-    try:
-        return drafts.workflow_view(
-            name=arguments.name, number=arguments.version, diff_from=arguments.diff_from
-        )
-    except drafts.DraftRefused as exc:
-        raise _refused(exc) from None
+    return drafts.workflow_view(
+        name=arguments.name, number=arguments.version, diff_from=arguments.diff_from
+    )
 
 
 def _list_versions(arguments: ListWorkflowVersionsArguments, caller: Caller) -> dict[str, Any]:
-    try:
-        return drafts.version_list(name=arguments.name)
-    except drafts.DraftRefused as exc:
-        raise _refused(exc) from None
+    return drafts.version_list(name=arguments.name)
 
 
 BUILDER_TOOLS: tuple[ToolDefinition, ...] = (
@@ -288,7 +284,7 @@ BUILDER_TOOLS: tuple[ToolDefinition, ...] = (
             },
             "required": ["run_id", "nodes"],
         },
-        handler=_test,
+        handler=_refusals_answered(_test),
         # Its unmocked nodes call their servers for real, whose effects are unknown here.
         writes=True,
     ),
@@ -325,7 +321,7 @@ BUILDER_TOOLS: tuple[ToolDefinition, ...] = (
         ),
         arguments=CreateWorkflowArguments,
         output_schema=_SAVED,
-        handler=_create,
+        handler=_refusals_answered(_create),
         scope="workflows:write",
         writes=True,
     ),
@@ -339,7 +335,7 @@ BUILDER_TOOLS: tuple[ToolDefinition, ...] = (
         ),
         arguments=UpdateWorkflowArguments,
         output_schema=_SAVED,
-        handler=_update,
+        handler=_refusals_answered(_update),
         scope="workflows:write",
         writes=True,
     ),
@@ -352,7 +348,7 @@ BUILDER_TOOLS: tuple[ToolDefinition, ...] = (
         ),
         arguments=PublishWorkflowArguments,
         output_schema=_SAVED,
-        handler=_publish,
+        handler=_refusals_answered(_publish),
         scope="workflows:write",
         writes=True,
     ),
@@ -377,7 +373,7 @@ BUILDER_TOOLS: tuple[ToolDefinition, ...] = (
             },
             "required": ["name", "version", "status", "definition"],
         },
-        handler=_get,
+        handler=_refusals_answered(_get),
         scope="tools:read",
     ),
     ToolDefinition(
@@ -401,7 +397,7 @@ BUILDER_TOOLS: tuple[ToolDefinition, ...] = (
             },
             "required": ["name", "versions"],
         },
-        handler=_list_versions,
+        handler=_refusals_answered(_list_versions),
         scope="tools:read",
     ),
 )
