@@ -35,25 +35,13 @@ from tests.mcp_endpoint.test_metrics import (
 )
 from tests.mcp_endpoint.test_tracing import spans  # noqa: F401
 from tests.nodespecs.providers_helpers import servers  # noqa: F401
+from tests.nodespecs.test_secret_redaction import GRAPH  # a workflow calling the leaky peer
 from tests.peers import echo_http_server, echo_server_command
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.django_db(transaction=True)]
 
 HEADER_SECRET = "header-sekrit-0123456789"
 ENV_SECRET = "env-sekrit-9876543210"
-GRAPH = """
-version: "1.0"
-server: {{name: leakTests, version: "1.0.0"}}
-mcpServers:
-  leaky: {server}
-tools:
-  - name: call_leaky
-    inputSchema: {{type: object}}
-    nodes:
-      - {{id: entry, type: entry, next: call}}
-      - {{id: call, type: mcp, server: leaky, tool: echo, args: {{value: hi}}, next: exit}}
-      - {{id: exit, type: exit}}
-"""
 
 
 @pytest.fixture
