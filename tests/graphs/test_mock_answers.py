@@ -176,3 +176,24 @@ def test_a_queued_test_run_executes_with_the_mocks_kept_on_it(version):
     assert outcome is not None
     assert outcome.succeeded, outcome.error
     assert outcome.result == {"count": 2}
+
+
+def test_more_mocks_than_a_test_takes_are_refused(version):
+    from graphs.mocks import MAX_MOCKS
+
+    too_many = {f"node{i}": i for i in range(MAX_MOCKS + 1)}
+    with pytest.raises(MockRefused, match=f"at most {MAX_MOCKS}"):
+        mock_answers(version, too_many, mock_all=False)
+
+
+def test_a_long_test_run_reports_its_first_nodes_and_says_there_were_more(db):
+    from graphs.mocks import MAX_NODES_REPORTED
+    from tests.graphs.conftest import import_file
+
+    import_file("loops.yaml")
+    outcome = workflow_call(RunRequest(name="sum_to", arguments={"n": 100}, is_test=True))
+    assert outcome.succeeded, outcome.error
+
+    report = report_of_test_run(outcome.run_id)
+    assert len(report["nodes"]) == MAX_NODES_REPORTED
+    assert report["nodes_truncated"] is True
