@@ -184,6 +184,9 @@ class Run(models.Model):
     # The OpenTelemetry trace the run belongs to (32 hex digits; graphs/tracing.py), empty
     # when the server does not trace: the run page shows it and links to TRACE_URL_TEMPLATE.
     trace_id = models.CharField(max_length=32, blank=True)
+    # The W3C `traceparent` of the span the run was started under (the request's), so that a
+    # run the reaper sends again continues the same trace under it.
+    trace_parent = models.CharField(max_length=55, blank=True)
     # Set by `graphs.runs` from the same clock reading as `started_at` for a run that starts
     # at once: auto_now_add would read the clock again, after it, on saving.
     created_at = models.DateTimeField(default=timezone.now, editable=False)

@@ -33,6 +33,7 @@ from django.utils import timezone
 from graphs.models import NodeExecution, Run
 from graphs.payloads import MASK
 from graphs.tasks import result_forget, run_send
+from graphs.tracing import continued
 
 logger = logging.getLogger(__name__)
 
@@ -77,13 +78,14 @@ def _note(now: datetime, text: str) -> str:
     return f"{now:%Y-%m-%d %H:%M:%S} UTC: {text}\n"
 
 
-def _send(run_id: int, arguments: Any) -> None:
-    """Send a run to the workers; a broker that refuses leaves it queued, for the next round
-    of the reaper to send again or fail."""
+def _send(run: Run) -> None:
+    """Send a run to the workers again, continuing the trace it was started in; a broker
+    that refuses leaves it queued, for the next round of the reaper to send again or fail."""
     try:
-        run_send(run_id, arguments)
+        with continued({"traceparent": run.trace_parent}):
+            run_send(run.pk, run.arguments)
     except Exception:  # kombu's errors differ by broker; all mean "not sent"
-        logger.exception("Run %s could not be sent to the workers", run_id)
+        logger.exception("Run %s could not be sent to the workers", run.pk)
 
 
 # ------------------------------------------------------------------------ running, no heartbeat
@@ -201,7 +203,7 @@ def _retry(run: Run, stale: Q, lost: str, now: datetime) -> Reaped | None:
         )
     # The lost attempt may have left a failure in the result backend under the run's task id.
     result_forget(run.pk)
-    _send(run.pk, run.arguments)
+    _send(run)
     return Reaped(run.pk, f"queued again: its worker was lost (the lost attempt is run {dead.pk})")
 
 
@@ -214,7 +216,7 @@ def _reap_queued(now: datetime) -> list[Reaped]:
     stale = _stale(Run.Status.QUEUED, "created_at", now - timedelta(seconds=stale_seconds))
     reaped = []
     for run in Run.objects.filter(stale).only(
-        "arguments", "resends", "reaper_notes", "heartbeat_at", "created_at"
+        "arguments", "resends", "reaper_notes", "heartbeat_at", "created_at", "trace_parent"
     ):
         since = run.heartbeat_at or run.created_at
         waited = (
@@ -232,7 +234,7 @@ def _reap_queued(now: datetime) -> list[Reaped]:
                 resends=run.resends + 1, heartbeat_at=now, reaper_notes=run.reaper_notes + note
             ):
                 continue
-            _send(run.pk, run.arguments)
+            _send(run)
             done = Reaped(run.pk, f"sent to the workers again ({run.resends + 1} of {most})")
         else:
             why = MASKED_ARGUMENTS if masked else f"it was sent again {run.resends} time(s)"

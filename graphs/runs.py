@@ -38,7 +38,7 @@ from graphs.models import Run, Workflow, WorkflowVersion
 from graphs.payloads import mask_secrets, storable
 from graphs.recorder import HistoryRecorder, Progress, reconnecting
 from graphs.services import limits_from_mapping
-from graphs.tracing import current_trace_id, traced_run
+from graphs.tracing import current_trace_id, current_trace_parent, traced_run
 from nodespecs import mcp_client
 from nodespecs.models import Provider
 
@@ -233,6 +233,7 @@ def _create(prepared: _Prepared, request: RunRequest, *, status: str) -> Run:
         heartbeat_at=now if running else None,
         worker=liveness.process_label() if running else "",
         trace_id=current_trace_id(),
+        trace_parent=current_trace_parent(),
     )
 
 

@@ -156,6 +156,11 @@ def current_trace_id() -> str:
     return trace_id_of(trace.get_current_span())
 
 
+def current_trace_parent() -> str:
+    """The current span as a W3C `traceparent`, or "" (tracing off, or no span)."""
+    return carrier().get("traceparent", "")
+
+
 def carrier() -> dict[str, str]:
     """The current trace context as W3C headers (`traceparent`, `tracestate`), to send along;
     empty when tracing is off or no span is current."""
@@ -184,7 +189,8 @@ def parent_from(*carriers: Mapping[str, Any] | None) -> Context | None:
 @contextmanager
 def continued(headers: Mapping[str, str] | None) -> Iterator[None]:
     """Make the trace context `headers` carry (`carrier()` of another process) current while
-    the block runs: a queued run's worker continues the caller's trace."""
+    the block runs: a queued run's worker continues the caller's trace, and the reaper's
+    re-send of a run the trace it was started in (`Run.trace_parent`)."""
     context = parent_from(headers) if _State.enabled else None
     if context is None:
         yield

@@ -50,10 +50,9 @@ def request_span(
         "mcp.method.name": method,
         "mcp.protocol.version": version,
         "switchyard.era": "2026-07-28" if version in MODERN_PROTOCOL_VERSIONS else "2025",
+        # The key's id (`key:<prefix>`), else `anonymous:<address>`, `stdio` or `internal`.
         "switchyard.caller": caller,
     }
-    if caller.startswith("key:"):
-        attributes["switchyard.key_id"] = caller
     if isinstance(tool, str):
         attributes["gen_ai.tool.name"] = tool
     if request_id is not None:
@@ -80,8 +79,8 @@ def detached(token: Token[Context]) -> None:
 def refused(span: Span, exc: BaseException) -> None:
     """End the span of a request refused outright (an `RpcError`, or a failure)."""
     code = getattr(exc, "code", None)
-    span.set_attribute("switchyard.outcome", "error")
-    span.set_attribute("error.type", str(code) if code is not None else type(exc).__name__)
+    error_type = str(code) if code is not None else type(exc).__name__
+    span.set_attributes({"switchyard.outcome": "error", "error.type": error_type})
     tracing.failed(span, getattr(exc, "message", None) or str(exc) or type(exc).__name__)
     span.end()
 
@@ -92,8 +91,9 @@ def answered(span: Span, message: Message | None) -> None:
         span.set_attribute("switchyard.outcome", "abandoned")
     elif "error" in message:
         error = message["error"] if isinstance(message["error"], dict) else {}
-        span.set_attribute("switchyard.outcome", "error")
-        span.set_attribute("error.type", str(error.get("code", "")))
+        span.set_attributes(
+            {"switchyard.outcome": "error", "error.type": str(error.get("code", ""))}
+        )
         tracing.failed(span, str(error.get("message", "")))
     else:
         result = message.get("result")

@@ -12,9 +12,11 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from django.utils import timezone
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -24,6 +26,8 @@ from opentelemetry.trace import SpanKind
 from graphs import control, tracing
 from graphs.files import graph_import
 from graphs.models import Run
+from graphs.reaper import runs_reap
+from graphs.runs import RunRequest, run_create
 from graphs.tasks import run_queued
 from mcp_endpoint.models import ApiKey
 from nodespecs import mcp_client
@@ -179,7 +183,7 @@ def test_a_workflow_call_is_one_trace_down_to_the_downstream_server(client, span
     assert received["traceparent"] == carried
     # What the spans say.
     prefix = ApiKey.objects.get().prefix
-    assert request.attributes["switchyard.key_id"] == f"key:{prefix}"
+    assert request.attributes["switchyard.caller"] == f"key:{prefix}"
     assert request.attributes["switchyard.era"] == "2026-07-28"
     assert request.attributes["gen_ai.tool.name"] == "traced_probe"
     assert request.attributes["switchyard.outcome"] == "ok"
@@ -256,6 +260,29 @@ def test_a_failing_node_fails_its_spans(client, spans, loops):
     # A trace without a caller's parent starts at the request; the run records its id.
     assert named["MCP tools/call sum_to"].parent is None
     assert Run.objects.get().trace_id == trace.format_trace_id(run.context.trace_id)
+
+
+def test_a_run_the_reaper_sends_again_continues_its_trace(spans, loops, settings):
+    """A queued run whose message was lost is sent again under the span it was started in
+    (`Run.trace_parent`): its spans join the caller's trace instead of starting another."""
+    settings.GRAPHS_QUEUED_STALE_SECONDS = 300
+    with tracing.continued({"traceparent": TRACEPARENT}):
+        record = run_create(RunRequest(name="sum_to", arguments={"n": 3}))
+    assert record.trace_parent == TRACEPARENT
+    Run.objects.filter(pk=record.pk).update(created_at=timezone.now() - timedelta(seconds=301))
+    run_queued.app.conf.task_always_eager = True
+    try:
+        # The reaper's own context carries no trace: only the run's record can link it.
+        reaped = contextvars.Context().run(runs_reap)
+    finally:
+        run_queued.app.conf.task_always_eager = False
+
+    assert [done.outcome for done in reaped] == ["sent to the workers again (1 of 2)"]
+    run = by_name(spans.get_finished_spans())["run sum_to"]
+    assert trace.format_trace_id(run.context.trace_id) == TRACE_ID
+    assert parent_of(run) == CALLER_SPAN
+    record.refresh_from_db()
+    assert (record.status, record.trace_id) == (Run.Status.SUCCEEDED, TRACE_ID)
 
 
 def test_tracing_off_makes_no_span_and_records_no_trace(client, probe):
