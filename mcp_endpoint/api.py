@@ -206,11 +206,12 @@ class InvokeRequest(Schema):
 
 
 def _invoke(
-    body: InvokeRequest, caller: Caller, request_id: str, request: HttpRequest | None = None
+    body: InvokeRequest, caller: Caller, request_id: str, request: HttpRequest
 ) -> tuple[dict[str, Any], float]:
     """Call a tool through the protocol core, as a 2025 client would, and wait for its
     response: the result (a workflow's run id as `_run_id`) and the milliseconds it took.
-    The call's span continues the trace of the HTTP `request`'s `traceparent` header."""
+    The call's span continues the trace of the HTTP `request`'s `traceparent` header; its
+    trace id goes to the request's log line."""
     start = time.perf_counter()
     params = {"name": body.name, "arguments": body.arguments}
     context = context_for(LATEST_HANDSHAKE_VERSION, params, request_id=request_id)
@@ -221,11 +222,13 @@ def _invoke(
             version=LATEST_HANDSHAKE_VERSION,
             caller=caller,
             context=context,
-            trace_headers=request.headers if request is not None else None,
+            trace_headers=request.headers,
         )
         message = async_to_sync(reply.final)(REQUEST_THREADS)
     except RpcError as exc:
         raise ApiRefusal(422, exc.message) from None
+    finally:
+        telemetry.rest_note(request, trace_id=context.trace_id)
     if "error" in message:
         raise ApiRefusal(422, message["error"]["message"])
     result = message["result"]
@@ -258,7 +261,7 @@ def invoke_internal(request: HttpRequest, body: InvokeRequest) -> dict[str, Any]
     telemetry.rest_note(
         request, key=INTERNAL_CALLER.identity, tool=body.name, request_id=request_id
     )
-    result, _ = _invoke(body, INTERNAL_CALLER, request_id)
+    result, _ = _invoke(body, INTERNAL_CALLER, request_id, request)
     return result
 
 

@@ -37,6 +37,9 @@ from mcp_endpoint.workflow_calls import WorkflowCall
 Message = dict[str, Any]
 
 MODERN_VERSION = MODERN_PROTOCOL_VERSIONS[-1]
+# How telemetry names the era of the 2025 revisions (2025-03-26 to 2025-11-25: sessions,
+# `initialize`).
+LEGACY_ERA = "2025"
 LATEST_HANDSHAKE_VERSION = HANDSHAKE_PROTOCOL_VERSIONS[-1]
 
 # How long a client may cache each list or read result (2026-07-28 `ttlMs`); the answers
@@ -212,6 +215,7 @@ def execute(
         session_id=context.session_id,
         headers=trace_headers,
     )
+    context.trace_id = tracing.trace_id_of(span)
     token = traces.attached(span)
     try:
         reply = _answer(method, params, version, caller, context, on_set_level)

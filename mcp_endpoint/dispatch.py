@@ -81,6 +81,9 @@ class CallContext:
     # The slug of the workflow group whose endpoint (/mcp/<slug>) was called; None for /mcp.
     server: str | None = None
     notifications: list[dict[str, Any]] = field(default_factory=list)
+    # The trace of the request's span (32 hex digits), set by `core.execute` when tracing is
+    # on, for the transport's log line; "" otherwise.
+    trace_id: str = ""
 
     @property
     def stateless(self) -> bool:

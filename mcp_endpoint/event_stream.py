@@ -79,8 +79,12 @@ async def _listen(listen: http_messages.Listen, threads: Threads) -> AsyncIterat
             yield sse_event({"jsonrpc": "2.0", "id": listen.request_id, "result": result})
 
 
-async def _messages(reply: Reply, threads: Threads) -> AsyncIterator[bytes]:
+async def _messages(
+    reply: Reply, threads: Threads, outbound: http_messages.Outbound
+) -> AsyncIterator[bytes]:
     async for message in reply.messages(threads):
+        if "method" not in message:  # the response, last
+            outbound.note_response(message)
         yield sse_event(message)
 
 
@@ -97,9 +101,11 @@ def stream_of(
     outbound: http_messages.Outbound, threads: Threads | None = None
 ) -> AsyncIterator[bytes] | None:
     """The event-stream body of an outcome that streams, or None for a plain response
-    (`threads` takes the blocking work of a reply that goes on)."""
+    (`threads` takes the blocking work of a reply that goes on). A reply's response, when
+    the stream sends it, is noted on `outbound` (`note_response`), for its telemetry."""
     if outbound.reply is not None and outbound.stream and threads is not None:
-        return _messages(outbound.reply, threads)
+        outbound.responded = False
+        return _messages(outbound.reply, threads, outbound)
     if outbound.listen is not None and threads is not None:
         return _listen(outbound.listen, threads)
     return None

@@ -42,6 +42,8 @@ class Facts:
     request_id: Any = None
     # The caller's identity (`key:<prefix>`, never the key), once admitted.
     key: str = ""
+    # The trace of the request's span, when tracing is on (`CallContext.trace_id`).
+    trace_id: str = ""
 
     def note(self, message: dict[str, Any]) -> None:
         """Report a message's method, id and tool (a tools/call's)."""
@@ -94,12 +96,24 @@ class Outbound:
     listen: Listen | None = None
     # A legacy HTTP+SSE stream (`GET /sse`) opened under this id (`mcp_endpoint/sse.py`).
     channel: str | None = None
-    # The JSON-RPC error code of an error answer (`error_reply`, `message_reply`), and
+    # The JSON-RPC error code of an error answer (`error_reply`, `note_response`), and
     # whether a result answered is a tool's own error (`isError: true`), for telemetry.
     error_code: int | None = None
     tool_error: bool = False
+    # Whether the answer's response went out: false while a streamed reply has not sent it
+    # (`event_stream.stream_of`), so a client that left mid-stream is told apart.
+    responded: bool = True
     # What the protocol learned of the request (streamable_http.handle), for telemetry.
     facts: Facts | None = None
+
+    def note_response(self, message: dict[str, Any]) -> None:
+        """Report the response that ends the answer: its error code, or whether its result
+        is a tool's own error."""
+        error, result = message.get("error"), message.get("result")
+        if isinstance(error, dict):
+            self.error_code = error.get("code")
+        self.tool_error = isinstance(result, dict) and result.get("isError") is True
+        self.responded = True
 
 
 def json_reply(status: int, message: Any, headers: dict[str, str] | None = None) -> Outbound:
@@ -109,10 +123,7 @@ def json_reply(status: int, message: Any, headers: dict[str, str] | None = None)
 def message_reply(message: dict[str, Any], headers: dict[str, str]) -> Outbound:
     """One JSON-RPC message as a 200 JSON body (the response of a reply that went on)."""
     outbound = json_reply(200, message, headers)
-    error, result = message.get("error"), message.get("result")
-    if isinstance(error, dict):
-        outbound.error_code = error.get("code")
-    outbound.tool_error = isinstance(result, dict) and result.get("isError") is True
+    outbound.note_response(message)
     return outbound
 
 

@@ -21,6 +21,7 @@ import asyncio
 import json
 import logging
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -32,8 +33,9 @@ from mcp import types
 from mcp.shared import inbound as envelope
 
 from graphs.follow import Threads
-from mcp_endpoint import list_changes, sessions, workflow_answers
+from mcp_endpoint import list_changes, sessions, telemetry, workflow_answers
 from mcp_endpoint.core import (
+    LEGACY_ERA,
     MODERN_VERSION,
     Caller,
     Reply,
@@ -44,6 +46,7 @@ from mcp_endpoint.core import (
 )
 from mcp_endpoint.encoding import encode_json_ascii
 from mcp_endpoint.errors import RpcError
+from mcp_endpoint.http_messages import Facts
 from mcp_endpoint.models import Scope
 
 logger = logging.getLogger(__name__)
@@ -134,26 +137,45 @@ class StdioConnection:
         task.add_done_callback(self.answering.discard)
 
     async def answer(self, request_id: Any, method: str, params: Any, message: Message) -> None:
-        """Answer a request through the core, writing each of its messages as it comes."""
+        """Answer a request through the core, writing each of its messages as it comes;
+        then record it (mcp_endpoint/telemetry.py), as the HTTP transports do."""
+        started = time.perf_counter()
+        facts = Facts(key=LOCAL_USER.identity)
+        facts.note(message)
+        response: Message | None = None
         try:
             reply = await self.threads.short(
-                partial(self._execute, request_id, method, params, message)
+                partial(self._execute, request_id, method, params, message, facts)
             )
             if isinstance(reply, Reply):
                 async for outgoing in reply.messages(self.threads):
                     self.write(outgoing)
+                    response = outgoing
             else:
                 self.write(reply)
+                response = reply
         except RpcError as exc:
-            self.write(_error(request_id, exc.code, exc.message, exc.data))
+            response = _error(request_id, exc.code, exc.message, exc.data)
+            self.write(response)
         except Exception:  # never let one request end the connection
             logger.exception("stdio request %s failed", method)
-            self.write(_error(request_id, types.INTERNAL_ERROR, "Internal error; see the log."))
+            response = _error(request_id, types.INTERNAL_ERROR, "Internal error; see the log.")
+            self.write(response)
+        finally:
+            # A reply abandoned midway (the connection closing) sent no response.
+            if response is not None and "method" in response:
+                response = None
+            telemetry.stdio_request_done(response, facts, started)
 
     def _execute(
-        self, request_id: Any, method: str, params: Any, message: Message
+        self, request_id: Any, method: str, params: Any, message: Message, facts: Facts
     ) -> Reply | Message:
+        """The core's answer to a request (on a thread: it may query); notes the request's
+        era, whether its tool is served here, and its trace on `facts`."""
+        if facts.tool:
+            facts.tool_known = telemetry.known_tool(facts.tool, self.server)
         if method == "initialize":
+            facts.era = LEGACY_ERA
             self.version, initialize = negotiate(params)
             self.capabilities = initialize.capabilities.model_dump(mode="json", exclude_none=True)
             result = initialize_result(self.version, self.server)
@@ -164,6 +186,7 @@ class StdioConnection:
             if isinstance(route, envelope.InboundLadderRejection):
                 return _error(request_id, route.code, route.message, route.data)
             version = MODERN_VERSION
+            facts.era = MODERN_VERSION
         elif self.version is None:
             raise RpcError(
                 types.INVALID_REQUEST,
@@ -171,6 +194,7 @@ class StdioConnection:
             )
         else:
             version = self.version
+            facts.era = LEGACY_ERA
         context = context_for(
             version,
             params,
@@ -180,14 +204,17 @@ class StdioConnection:
             session_capabilities=self.capabilities,
             server=self.server,
         )
-        return execute(
-            method,
-            params,
-            version=version,
-            caller=LOCAL_USER,
-            context=context,
-            on_set_level=lambda level: setattr(self, "log_level", level),
-        )
+        try:
+            return execute(
+                method,
+                params,
+                version=version,
+                caller=LOCAL_USER,
+                context=context,
+                on_set_level=lambda level: setattr(self, "log_level", level),
+            )
+        finally:
+            facts.trace_id = context.trace_id
 
 
 async def serve(

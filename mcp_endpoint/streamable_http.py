@@ -32,6 +32,7 @@ from mcp_endpoint import (
     workflow_answers,
 )
 from mcp_endpoint.core import (
+    LEGACY_ERA,
     MODERN_VERSION,
     Caller,
     Reply,
@@ -56,8 +57,6 @@ from mcp_endpoint.http_messages import (
     json_reply,
 )
 
-# The era of the 2025 revisions (2025-03-26 to 2025-11-25, with sessions), as telemetry names it.
-LEGACY_ERA = "2025"
 # JSON-RPC error code → HTTP status in the 2026-07-28 era (the SDK's table).
 MODERN_ERROR_STATUS: Mapping[int, int] = envelope.ERROR_CODE_HTTP_STATUS
 
@@ -231,6 +230,8 @@ def _handle_modern(inbound: Inbound, message: Any) -> Outbound:
     except RpcError as exc:
         status = 403 if isinstance(exc, Forbidden) else MODERN_ERROR_STATUS.get(exc.code, 200)
         return error_reply(status, exc.code, exc.message, request_id=request_id, data=exc.data)
+    finally:
+        inbound.facts.trace_id = context.trace_id
     return _reply(reply, inbound.headers, {})
 
 
@@ -391,6 +392,8 @@ def _legacy_request(
         return error_reply(
             status, exc.code, exc.message, request_id=request_id, data=exc.data, headers=headers
         )
+    finally:
+        inbound.facts.trace_id = context.trace_id
     if reply.asks_client and not accepts(inbound.headers, SSE):
         return error_reply(
             406,

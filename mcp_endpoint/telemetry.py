@@ -123,16 +123,42 @@ def mcp_request_done(
     facts: Facts | None = None,
     transport: str = "mcp",
 ) -> None:
-    """An MCP request's answer was written (or the client left first: `outbound` None).
-    `facts` are the protocol's, when the answer written is not the one that carried them (a
-    reply followed to its response); `started` is its `time.perf_counter()` on arrival."""
-    seconds = time.perf_counter() - started
+    """An MCP request's answer was written (or the client left first: `outbound` None, or a
+    streamed answer that never sent its response). `facts` are the protocol's, when the
+    answer written is not the one that carried them (a reply followed to its response);
+    `started` is its `time.perf_counter()` on arrival."""
     facts = facts or (outbound.facts if outbound is not None else None) or _EMPTY
-    if outbound is None:
+    if outbound is None or not outbound.responded:
         status, outcome = 499, "disconnected"
     else:
         status = outbound.status
         outcome = _outcome(status, outbound.error_code, outbound.tool_error)
+    _request_done(transport, facts, started, http_method, status, outcome)
+
+
+def stdio_request_done(response: dict[str, Any] | None, facts: Facts, started: float) -> None:
+    """A request over stdio was answered with `response` (None: the client went away
+    first). Its line has no HTTP status."""
+    if response is None:
+        outcome = "disconnected"
+    else:
+        error, result = response.get("error"), response.get("result")
+        error_code = error.get("code") if isinstance(error, dict) else None
+        outcome = _outcome(
+            200, error_code, isinstance(result, dict) and result.get("isError") is True
+        )
+    _request_done("stdio", facts, started, "", None, outcome)
+
+
+def _request_done(
+    transport: str,
+    facts: Facts,
+    started: float,
+    http_method: str,
+    status: int | None,
+    outcome: str,
+) -> None:
+    seconds = time.perf_counter() - started
     tool = ""
     if facts.tool:
         tool = facts.tool if facts.tool_known else OTHER
@@ -140,11 +166,12 @@ def mcp_request_done(
     def fields() -> dict[str, Any]:
         return {
             "request_id": _clip(facts.request_id),
-            "method": _clip(facts.method) or http_method,
+            "method": _clip(facts.method) or http_method or None,
             "tool": _clip(facts.tool) or None,
             "key_id": facts.key or None,
             "status": status,
             "era": facts.era or None,
+            "trace_id": facts.trace_id or None,
         }
 
     _record(transport, _method_label(facts, http_method), tool, outcome, seconds, fields)
@@ -157,9 +184,9 @@ _NOTES = "_switchyard_telemetry"
 
 
 def rest_note(request: HttpRequest, **facts: Any) -> None:
-    """Note what a REST route learned of its request (`key`, `tool`, `request_id`) for its
-    log line. A tool is labelled by name only when `known_tool` (checked here, in the
-    route's thread, where a query is allowed)."""
+    """Note what a REST route learned of its request (`key`, `tool`, `request_id`,
+    `trace_id`) for its log line. A tool is labelled by name only when `known_tool`
+    (checked here, in the route's thread, where a query is allowed)."""
     notes: dict[str, Any] = getattr(request, _NOTES, None) or {}
     if "tool" in facts:
         facts["tool_label"] = facts["tool"] if known_tool(facts["tool"]) else OTHER
@@ -191,6 +218,7 @@ def rest_request_done(request: HttpRequest, response: HttpResponseBase, started:
             "key_id": notes.get("key"),
             "status": status,
             "era": None,
+            "trace_id": notes.get("trace_id") or None,
         }
 
     _record("rest", _route(request), notes.get("tool_label", ""), outcome, seconds, fields)

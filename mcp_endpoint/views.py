@@ -10,6 +10,8 @@ sync thread, where Django manages the database connections.
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator, Callable
+from functools import partial
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -64,12 +66,16 @@ async def mcp(
     facts = outbound.facts
     outbound = await event_stream.settle(outbound, event_stream.REQUEST_THREADS)
     stream = event_stream.stream_of(outbound, event_stream.REQUEST_THREADS)
-    # A streamed answer is recorded as it starts: Django writes it after the view returns.
-    telemetry.mcp_request_done(outbound, started, http_method=request.method or "GET", facts=facts)
+    done = partial(
+        telemetry.mcp_request_done, outbound, started, http_method=request.method or "GET",
+        facts=facts,
+    )  # fmt: skip
     if stream is not None:
+        # Django writes a streamed answer after the view returns: it is recorded as it ends.
         return StreamingHttpResponse(
-            stream, headers={**outbound.headers, **event_stream.SSE_HEADERS}
+            _recorded(stream, done), headers={**outbound.headers, **event_stream.SSE_HEADERS}
         )
+    done()
     response = HttpResponse(outbound.body, status=outbound.status)
     if not outbound.body:
         del response["Content-Type"]
@@ -92,3 +98,12 @@ def metrics(request: HttpRequest) -> HttpResponse:
             response[name] = value
         return response
     return telemetry.exposition()
+
+
+async def _recorded(stream: AsyncIterator[bytes], done: Callable[[], None]) -> AsyncIterator[bytes]:
+    """`stream`, then `done()` once it has ended or the client has left (Django closes it)."""
+    try:
+        async for chunk in stream:
+            yield chunk
+    finally:
+        done()

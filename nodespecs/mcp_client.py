@@ -87,7 +87,11 @@ def call_tool(
         # Sent from an empty context, so that a session this call starts (a task that lives
         # on, nodespecs.mcp_pool) does not keep this call's span for every later call.
         what = f"tools/call {tool!r}"
-        result = contextvars.Context().run(request, connection, what, send, timeout)
+        span_context = span.get_span_context()
+        trace_id = trace.format_trace_id(span_context.trace_id) if span_context.is_valid else ""
+        result = contextvars.Context().run(
+            request, connection, what, send, timeout, trace_id=trace_id
+        )
         _check_size(connection, tool, result)
         if result.is_error:
             span.set_status(Status(StatusCode.ERROR, "the tool answered with isError"))

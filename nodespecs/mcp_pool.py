@@ -319,9 +319,12 @@ def request(
     what: str,
     send: Callable[[Client], Awaitable[T]],
     timeout: float | None,
+    *,
+    trace_id: str = "",
 ) -> T:
     """Send a request (`what`, as messages name it) to the server's session, started if need
-    be, and wait for its answer: at most `timeout` seconds (default: the connection's)."""
+    be, and wait for its answer: at most `timeout` seconds (default: the connection's).
+    `trace_id`, the trace the request belongs to, goes to its failure's log line."""
     deadline = connection.timeout_seconds if timeout is None else timeout
     pool = _current_pool()
     started = time.perf_counter()
@@ -329,7 +332,9 @@ def request(
         answer = pool.run(pool.request(connection, what, send, deadline), deadline)
     except Exception as exc:
         elapsed = time.perf_counter() - started
-        telemetry.downstream_done(connection.name, what, elapsed, exc, connection.secrets)
+        telemetry.downstream_done(
+            connection.name, what, elapsed, exc, connection.secrets, trace_id=trace_id
+        )
         raise
     telemetry.downstream_done(connection.name, what, time.perf_counter() - started)
     return answer

@@ -156,11 +156,13 @@ def downstream_done(
     seconds: float,
     error: BaseException | None = None,
     secrets: Sequence[str] = (),
+    *,
+    trace_id: str = "",
 ) -> None:
     """A downstream request ended: `what` as the pool names it (`tools/call 'name'`), its
     `error` if it failed. A failure is also a `downstream_failure` log line, its message
     redacted of the connection's `secrets` (the pool's messages already are; this holds
-    whatever reaches here)."""
+    whatever reaches here), with the `trace_id` of the call's span when there is one."""
     request, _, tool = what.partition(" ")
     if metrics_enabled():
         DOWNSTREAM_SECONDS.child(provider, request).observe(seconds)
@@ -174,6 +176,7 @@ def downstream_done(
             "error_class": type(error).__name__,
             "error": redact(str(error), secrets),
             "duration_ms": round(seconds * 1000, 2),
+            "trace_id": trace_id or None,
         }
         emit("downstream_failure", fields, logging.WARNING)
 

@@ -23,7 +23,6 @@ from pythonjsonlogger.orjson import OrjsonFormatter
 
 from graphs.files import graph_import
 from graphs.models import Run
-from graphs.runs import RunRequest, workflow_call
 from mcp_endpoint.keys import api_key_create
 from mcp_endpoint.models import Scope
 from tests.graphs.conftest import OPERATOR
@@ -33,7 +32,6 @@ from tests.mcp_endpoint.test_metrics import (
     send_mcp,
     worker_threads,  # noqa: F401
 )
-from tests.mcp_endpoint.test_tracing import spans  # noqa: F401
 from tests.nodespecs.providers_helpers import servers  # noqa: F401
 from tests.nodespecs.test_secret_redaction import GRAPH  # a workflow calling the leaky peer
 from tests.peers import echo_http_server, echo_server_command
@@ -165,20 +163,3 @@ def test_the_plain_default_writes_no_line_per_request(client, caplog):
 
     assert listed.status_code == 200
     assert [r for r in caplog.records if r.name == "switchyard.events"] == []
-
-
-def test_with_tracing_on_the_run_end_line_names_the_run_s_trace(
-    json_lines,
-    spans,  # noqa: F811
-    servers,  # noqa: F811
-):
-    with echo_http_server("--reject-authorization", "200") as url:
-        server = {"type": "streamableHttp", "url": url, "headers": {"Authorization": "Bearer x"}}
-        graph_import(text=GRAPH.format(server=json.dumps(server)), caller=OPERATOR)
-        workflow_call(RunRequest(name="call_leaky", arguments={}))
-
-    lines = parsed(json_lines)
-    [run_end] = events(lines, "run_end")
-    trace_id = Run.objects.get().trace_id
-    assert trace_id
-    assert run_end["trace_id"] == trace_id

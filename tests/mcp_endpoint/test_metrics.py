@@ -74,17 +74,24 @@ def _scope(method: str, headers: dict[str, str]) -> dict[str, Any]:
     }
 
 
-async def send_mcp(body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
-    """One POST to `/mcp` through the ASGI app; its status and body."""
+async def send_mcp(
+    body: bytes, headers: dict[str, str], *, leave_after_first_chunk: bool = False
+) -> tuple[int, bytes]:
+    """One POST to `/mcp` through the ASGI app; its status and body. With
+    `leave_after_first_chunk`, the client disconnects once the first chunk of the body came."""
     sent = {"host": "localhost", "content-length": str(len(body)), **headers}
     answer: dict[str, Any] = {"status": 0, "chunks": []}
     delivered = False
+    first_chunk = asyncio.Event()
 
     async def receive() -> dict[str, Any]:
         nonlocal delivered
         if not delivered:
             delivered = True
             return {"type": "http.request", "body": body, "more_body": False}
+        if leave_after_first_chunk:
+            await first_chunk.wait()
+            return {"type": "http.disconnect"}
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 
@@ -93,6 +100,7 @@ async def send_mcp(body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
             answer["status"] = message["status"]
         elif message.get("body"):
             answer["chunks"].append(message["body"])
+            first_chunk.set()
 
     await asyncio.wait_for(asgi.mcp_app(_scope("POST", sent), receive, send), 20)
     return answer["status"], b"".join(answer["chunks"])
