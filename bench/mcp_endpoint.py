@@ -23,8 +23,12 @@ ACTION/HTTP_REQUEST) and `tools/list`, at each concurrency, in both protocol era
 - the peers: `bench/sdk_peer_server.py`, the same tool and data on the SDK's `MCPServer`
   under the same uvicorn, stateless (`--peer-workers`, default as ours) and stateful (one
   worker: its sessions live in process memory), both with JSON responses.
-- ours again with other settings, as `--peers metrics-off` (`METRICS_ENABLED=false`) or
-  `json-logs` (`LOG_FORMAT=json`): what the metrics or a JSON line per request cost.
+- ours again with other settings, as `--peers metrics-off` (`METRICS_ENABLED=false`),
+  `json-logs` (`LOG_FORMAT=json`) or `tracing-on` (a span per request exported by the SDK's
+  BatchSpanProcessor over OTLP/HTTP to `bench/otlp_sink.py`, a stand-in collector): what the
+  metrics, a JSON line or a trace per request cost; `tracing-sampled` keeps one trace in ten.
+  The sink's span count is checked against the requests sent, so no span was dropped to look
+  cheap.
 
 The load comes from `wrk` (one thread, keep-alive connections = concurrency; install with
 `apt-get install -y wrk`). Each (era, method, concurrency) cell runs every server in turn,
@@ -78,6 +82,18 @@ SHORT = {"duration": 1, "warmup": 1, "rounds": 1}
 OURS_VARIANTS = {
     "metrics-off": {"METRICS_ENABLED": "false"},
     "json-logs": {"LOG_FORMAT": "json", "LOG_LEVEL": "INFO"},
+    # `{sink}`: the port of a bench/otlp_sink.py started for the variant.
+    "tracing-on": {
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:{sink}/v1/traces",
+    },
+    # The same, one trace in ten kept (docs/operations.md's advice for busy servers).
+    "tracing-sampled": {
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:{sink}/v1/traces",
+        "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+        "OTEL_TRACES_SAMPLER_ARG": "0.1",
+    },
 }
 LONG = {"duration": 10, "warmup": 2, "rounds": 2}
 
@@ -105,6 +121,8 @@ class Server:
     auth: dict[str, str] = field(default_factory=dict)
     process: subprocess.Popen | None = None
     sessions: dict[str, str] = field(default_factory=dict)  # era → session id ("" = none)
+    # Requests wrk sent it, warm-ups included.
+    requests_sent: int = 0
 
     def start(self) -> None:
         with open(self.log, "ab") as log:
@@ -381,6 +399,7 @@ def wrk(server: Server, script: Path, connections: int, seconds: int, label: str
             f"(status = non-2xx/3xx responses; the first: {first_error(result.stderr)}); "
             f"server log {server.log}:\n{tail(server.log)}"
         )
+    server.requests_sent += data["requests"]
     return Run(
         data["requests"],
         data["duration_us"] / 1e6,
@@ -434,6 +453,41 @@ def base_env(workdir: Path) -> dict[str, str]:
     if not os.environ.get("DATABASE_URL"):
         env["DATABASE_URL"] = f"sqlite:///{workdir / 'bench.sqlite3'}"
     return env
+
+
+def start_otlp_sink(workdir: Path, label: str) -> tuple[subprocess.Popen, int]:
+    """bench/otlp_sink.py on a free port: the collector a traced variant exports to."""
+    port = free_port()
+    with open(workdir / f"{label}-otlp-sink.log", "ab") as log:
+        process = subprocess.Popen(
+            [PYTHON, str(ROOT / "bench" / "otlp_sink.py"), str(port)],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    return process, port
+
+
+def exported_spans_check(server: Server, port: int, ratio: float, wait: float = 15.0) -> str:
+    """How many spans reached the sink against the requests wrk sent `server` (each has its
+    span, `ratio` of them sampled; the checks and session openings add a few). The processor
+    exports its last batch within its schedule delay (5 s by default): this waits up to
+    `wait` seconds for it."""
+    expected = server.requests_sent * ratio
+    # A sampled count is a binomial draw: allow four standard deviations below its mean.
+    floor = expected - 4 * (expected * (1 - ratio)) ** 0.5
+    deadline = time.monotonic() + wait
+    while True:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("GET", "/spans")
+        spans = int(conn.getresponse().read())
+        conn.close()
+        if spans >= floor or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    verdict = "none dropped" if spans >= floor else "SPANS WERE DROPPED"
+    return (
+        f"{server.label}: {spans} spans exported for {server.requests_sent} requests sent, "
+        f"{ratio:g} of them sampled: {verdict}"
+    )
 
 
 def prepare_database(env: dict[str, str]) -> str:
@@ -628,6 +682,7 @@ def main() -> None:
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-mcp-"))
     redis: subprocess.Popen | None = None
+    sinks: dict[str, tuple[subprocess.Popen, int]] = {}  # server label → its OTLP sink
     servers: list[Server] = []
     finished = False
     try:
@@ -669,7 +724,11 @@ def main() -> None:
                 # The same start as ours with its instrumentation set otherwise (issue 18):
                 # its ratio is what that instrumentation costs, measured in the same rounds.
                 label, port = f"ours-{name}", free_port()
-                variant_env = {**servers[0].env, **OURS_VARIANTS[name]}
+                settings = OURS_VARIANTS[name]
+                if any("{sink}" in value for value in settings.values()):
+                    sinks[label] = start_otlp_sink(workdir, label)
+                    settings = {k: v.format(sink=sinks[label][1]) for k, v in settings.items()}
+                variant_env = {**servers[0].env, **settings}
                 servers.append(
                     Server(
                         label, "ours", port,
@@ -741,12 +800,18 @@ def main() -> None:
                             )
         print()
         print(report(cells, ours, peers, args.markdown))
+        for server in servers:
+            if server.label in sinks:
+                ratio = float(server.env.get("OTEL_TRACES_SAMPLER_ARG", "1"))
+                print(exported_spans_check(server, sinks[server.label][1], ratio))
         finished = True
     finally:
         for server in servers:
             server.stop()
         if redis is not None:
             stop_group(redis)
+        for process, _ in sinks.values():
+            stop_group(process)
         if finished:
             shutil.rmtree(workdir, ignore_errors=True)
         else:
