@@ -205,13 +205,11 @@ class InvokeRequest(Schema):
     arguments: dict[str, Any] = Field(default_factory=dict, description="The tool's arguments.")
 
 
-def _invoke(
-    body: InvokeRequest, caller: Caller, request_id: str, request: HttpRequest
-) -> tuple[dict[str, Any], float]:
+def _invoke(body: InvokeRequest, caller: Caller, request_id: str) -> tuple[dict[str, Any], float]:
     """Call a tool through the protocol core, as a 2025 client would, and wait for its
     response: the result (a workflow's run id as `_run_id`) and the milliseconds it took.
-    The call's span continues the trace of the HTTP `request`'s `traceparent` header; its
-    trace id goes to the request's log line."""
+    With tracing on, the call's span is a child of the REST request's
+    (`telemetry.RestTelemetryMiddleware`)."""
     start = time.perf_counter()
     params = {"name": body.name, "arguments": body.arguments}
     context = context_for(LATEST_HANDSHAKE_VERSION, params, request_id=request_id)
@@ -222,13 +220,10 @@ def _invoke(
             version=LATEST_HANDSHAKE_VERSION,
             caller=caller,
             context=context,
-            trace_headers=request.headers,
         )
         message = async_to_sync(reply.final)(REQUEST_THREADS)
     except RpcError as exc:
         raise ApiRefusal(422, exc.message) from None
-    finally:
-        telemetry.rest_note(request, trace_id=context.trace_id)
     if "error" in message:
         raise ApiRefusal(422, message["error"]["message"])
     result = message["result"]
@@ -261,7 +256,7 @@ def invoke_internal(request: HttpRequest, body: InvokeRequest) -> dict[str, Any]
     telemetry.rest_note(
         request, key=INTERNAL_CALLER.identity, tool=body.name, request_id=request_id
     )
-    result, _ = _invoke(body, INTERNAL_CALLER, request_id, request)
+    result, _ = _invoke(body, INTERNAL_CALLER, request_id)
     return result
 
 
@@ -287,7 +282,7 @@ def invoke(request: HttpRequest, body: InvokeRequest) -> dict[str, Any]:
     caller = _caller(request, "tools:execute")
     request_id = str(uuid.uuid4())
     telemetry.rest_note(request, tool=body.name, request_id=request_id)
-    result, elapsed = _invoke(body, caller, request_id, request)
+    result, elapsed = _invoke(body, caller, request_id)
     result.update(
         {"_tool_name": body.name, "_execution_time_ms": elapsed, "_request_id": request_id}
     )

@@ -29,9 +29,10 @@ from mcp.types import methods
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.registry import Collector
 
+from graphs import tracing
 from graphs.telemetry import RunQueueCollector
 from graphs.toolset import workflow_tools
-from mcp_endpoint import dispatch
+from mcp_endpoint import dispatch, traces
 from mcp_endpoint.auth import REALM, Refusal, admit, presented_key
 from mcp_endpoint.http_messages import Facts, Outbound
 from mcp_endpoint.models import Scope
@@ -184,8 +185,8 @@ _NOTES = "_switchyard_telemetry"
 
 
 def rest_note(request: HttpRequest, **facts: Any) -> None:
-    """Note what a REST route learned of its request (`key`, `tool`, `request_id`,
-    `trace_id`) for its log line. A tool is labelled by name only when `known_tool`
+    """Note what a REST route learned of its request (`key`, `tool`, `request_id`) for its
+    log line and span. A tool is labelled by name only when `known_tool`
     (checked here, in the route's thread, where a query is allowed)."""
     notes: dict[str, Any] = getattr(request, _NOTES, None) or {}
     if "tool" in facts:
@@ -203,12 +204,19 @@ def _route(request: HttpRequest) -> str:
     return f"{method} /{route}" if route else OTHER
 
 
-def rest_request_done(request: HttpRequest, response: HttpResponseBase, started: float) -> None:
-    """A REST request was answered."""
+def rest_request_done(
+    request: HttpRequest,
+    response: HttpResponseBase,
+    started: float,
+    trace: traces.RestTrace | None = None,
+) -> None:
+    """A REST request was answered; its `trace` (tracing on) ends with it."""
     seconds = time.perf_counter() - started
     notes: dict[str, Any] = getattr(request, _NOTES, None) or {}
     status = response.status_code
     outcome = _outcome(status, None, False)
+    if trace is not None:
+        trace.end(_route(request), status, outcome, notes.get("key"))
 
     def fields() -> dict[str, Any]:
         return {
@@ -218,15 +226,16 @@ def rest_request_done(request: HttpRequest, response: HttpResponseBase, started:
             "key_id": notes.get("key"),
             "status": status,
             "era": None,
-            "trace_id": notes.get("trace_id") or None,
+            "trace_id": trace.trace_id if trace is not None else None,
         }
 
     _record("rest", _route(request), notes.get("tool_label", ""), outcome, seconds, fields)
 
 
 class RestTelemetryMiddleware:
-    """Times each request to the REST API (`/api/...`) and records it; other paths pass
-    untouched. Sync and async, so it never adds a thread hop."""
+    """Times each request to the REST API (`/api/...`) and records it, in a span of its own
+    when tracing is on; other paths pass untouched. Sync and async, so it never adds a thread
+    hop."""
 
     sync_capable = True
     async_capable = True
@@ -243,8 +252,9 @@ class RestTelemetryMiddleware:
         if not request.path.startswith(REST_PREFIX):
             return self.get_response(request)
         started = time.perf_counter()
+        trace = _rest_trace(request)
         response = self.get_response(request)
-        rest_request_done(request, response, started)
+        rest_request_done(request, response, started, trace)
         return response
 
     async def _async_call(self, request: HttpRequest) -> HttpResponseBase:
@@ -252,9 +262,16 @@ class RestTelemetryMiddleware:
         if not request.path.startswith(REST_PREFIX):
             return await answer
         started = time.perf_counter()
+        trace = _rest_trace(request)
         response = await answer
-        rest_request_done(request, response, started)
+        rest_request_done(request, response, started, trace)
         return response
+
+
+def _rest_trace(request: HttpRequest) -> traces.RestTrace | None:
+    if not tracing.enabled():
+        return None
+    return traces.RestTrace(str(request.method), request.headers)
 
 
 # The /metrics page.

@@ -66,6 +66,39 @@ def request_span(
     )
 
 
+class RestTrace:
+    """The span of a REST request (`/api/...`), current while it is answered, continuing the
+    caller's `traceparent` header. Opened and ended by `telemetry.RestTelemetryMiddleware`; a
+    tool invoked over REST is the child of it that `core.execute` opens."""
+
+    def __init__(self, method: str, headers: Mapping[str, str]) -> None:
+        self.span = tracing.TRACER.start_span(
+            f"REST {method}",
+            context=tracing.parent_from(headers),
+            kind=SpanKind.SERVER,
+            attributes={"http.request.method": method},
+        )
+        self.trace_id = tracing.trace_id_of(self.span)
+        self._token = attached(self.span)
+
+    def end(self, route: str, status: int, outcome: str, caller: str | None) -> None:
+        """End the span, named by its route (`GET /api/v1/runs/<int:run_id>`), saying how the
+        request was answered and who called (`key:<prefix>`, never the key)."""
+        detached(self._token)
+        self.span.update_name(f"REST {route}")
+        attributes: dict[str, Any] = {
+            "http.route": route,
+            "http.response.status_code": status,
+            "switchyard.outcome": outcome,
+        }
+        if caller:
+            attributes["switchyard.caller"] = caller
+        self.span.set_attributes(attributes)
+        if status >= 500:
+            tracing.failed(self.span, f"HTTP {status}")
+        self.span.end()
+
+
 def attached(span: Span) -> Token[Context]:
     """Make `span` current on this thread; give the token to `detached`."""
     return otel_context.attach(trace.set_span_in_context(span))

@@ -221,3 +221,16 @@ def test_with_tracing_on_the_request_and_downstream_failure_lines_name_the_trace
     assert {line["trace_id"] for line in failures} == {trace_id}
     [run_end] = events(lines, "run_end")
     assert run_end["trace_id"] == trace_id == Run.objects.get().trace_id
+
+
+def test_with_tracing_on_a_rest_request_line_names_its_span_s_trace(
+    client,
+    json_lines,  # noqa: F811
+    spans,  # noqa: F811
+):
+    listed = client.get("/api/v1/mcp/tools", headers={"Authorization": f"Bearer {make_key()}"})
+
+    assert listed.status_code == 200
+    [span] = [s for s in spans.get_finished_spans() if s.name == "REST GET /api/v1/mcp/tools"]
+    [line] = events(parsed(json_lines), "request")
+    assert line["trace_id"] == trace.format_trace_id(span.context.trace_id)

@@ -238,11 +238,36 @@ def test_a_rest_call_continues_the_trace_of_its_http_header(client, spans, probe
 
     assert answer.status_code == 200, answer.content
     named = by_name(spans.get_finished_spans())
+    rest = named["REST POST /api/v1/mcp/invoke"]
     request = named["MCP tools/call traced_probe"]
-    assert parent_of(request) == CALLER_SPAN
+    assert parent_of(rest) == CALLER_SPAN
+    assert rest.kind == SpanKind.SERVER
+    assert rest.attributes["http.route"] == "POST /api/v1/mcp/invoke"
+    assert rest.attributes["http.response.status_code"] == 200
+    assert rest.attributes["switchyard.outcome"] == "ok"
+    assert rest.attributes["switchyard.caller"] == f"key:{ApiKey.objects.get().prefix}"
+    assert parent_of(request) == span_id(rest)
     assert parent_of(named["run traced_probe"]) == span_id(request)
     assert parent_of(named["downstream tools/call meta"]) == span_id(named["node mcp probe"])
     assert Run.objects.get().trace_id == TRACE_ID
+
+
+def test_every_rest_request_has_a_span_named_by_its_route(client, spans, probe):
+    listed = client.get(
+        "/api/v1/runs", headers={"Authorization": f"Bearer {probe}", "traceparent": TRACEPARENT}
+    )
+    refused = client.get("/api/v1/runs/12345")
+
+    assert (listed.status_code, refused.status_code) == (200, 401)
+    named = by_name(spans.get_finished_spans())
+    runs = named["REST GET /api/v1/runs"]
+    assert parent_of(runs) == CALLER_SPAN
+    assert runs.attributes["switchyard.outcome"] == "ok"
+    one = named["REST GET /api/v1/runs/<run_id>"]
+    assert one.parent is None  # no traceparent: a trace of its own
+    assert one.attributes["http.response.status_code"] == 401
+    assert one.attributes["switchyard.outcome"] == "refused"
+    assert "switchyard.caller" not in one.attributes
 
 
 def test_a_failing_node_fails_its_spans(client, spans, loops):
