@@ -22,6 +22,7 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 #: Deepest nesting of sequences and mappings accepted; real definitions nest about ten deep.
 MAX_DEPTH = 100
+_TOO_DEEP = f"the YAML nests more than {MAX_DEPTH} levels deep; flatten its structure"
 #: How many nodes aliases may add to a document beyond the nodes written out in it. Reusing
 #: a schema a few dozen times stays far below; a billion-laughs document goes far above.
 MAX_ALIAS_EXPANSION = 100_000
@@ -43,6 +44,10 @@ def load_yaml(text: str, *, max_bytes: int = 1_000_000) -> Any:
         _check_shape(text)
         return yaml.load(text, Loader=_Loader)  # a safe loader: plain data only
     except yaml.YAMLError as exc:
+        # The libyaml of PyYAML 6.0.4 and later stops deep flow collections in its scanner,
+        # which reads ahead of the events `_check_shape` counts.
+        if "maximum nesting depth" in str(exc):
+            raise DefinitionError(_TOO_DEEP) from exc
         raise DefinitionError(f"the text is not valid YAML: {exc}") from exc
 
 
@@ -55,9 +60,7 @@ def _check_shape(text: str) -> None:
     for event in yaml.parse(text, Loader=_Loader):
         if isinstance(event, _OPENS):
             if len(open_counts) == MAX_DEPTH:
-                raise DefinitionError(
-                    f"the YAML nests more than {MAX_DEPTH} levels deep; flatten its structure"
-                )
+                raise DefinitionError(_TOO_DEEP)
             open_counts.append(1)
             open_anchors.append(event.anchor)
             written += 1
