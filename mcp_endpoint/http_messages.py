@@ -109,11 +109,16 @@ class Outbound:
     def note_response(self, message: dict[str, Any]) -> None:
         """Report the response that ends the answer: its error code, or whether its result
         is a tool's own error."""
-        error, result = message.get("error"), message.get("result")
-        if isinstance(error, dict):
-            self.error_code = error.get("code")
-        self.tool_error = isinstance(result, dict) and result.get("isError") is True
+        self.error_code, self.tool_error = response_outcome(message)
         self.responded = True
+
+
+def response_outcome(message: dict[str, Any]) -> tuple[int | None, bool]:
+    """A JSON-RPC response's error code (None for a result), and whether its result is a
+    tool's own error (`isError: true`)."""
+    error, result = message.get("error"), message.get("result")
+    code = error.get("code") if isinstance(error, dict) else None
+    return code, isinstance(result, dict) and result.get("isError") is True
 
 
 def json_reply(status: int, message: Any, headers: dict[str, str] | None = None) -> Outbound:

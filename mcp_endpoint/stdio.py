@@ -174,8 +174,9 @@ class StdioConnection:
         era, whether its tool is served here, and its trace on `facts`."""
         if facts.tool:
             facts.tool_known = telemetry.known_tool(facts.tool, self.server)
+        # A request without the 2026-07-28 envelope belongs to the 2025 revisions.
+        facts.era = LEGACY_ERA
         if method == "initialize":
-            facts.era = LEGACY_ERA
             self.version, initialize = negotiate(params)
             self.capabilities = initialize.capabilities.model_dump(mode="json", exclude_none=True)
             result = initialize_result(self.version, self.server)
@@ -194,7 +195,6 @@ class StdioConnection:
             )
         else:
             version = self.version
-            facts.era = LEGACY_ERA
         context = context_for(
             version,
             params,

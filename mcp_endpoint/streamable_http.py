@@ -68,7 +68,7 @@ def _reply(reply: Reply, headers: Mapping[str, str], extra_headers: dict[str, st
         return Outbound(200, dict(extra_headers), reply=reply, stream=True)
     if reply.complete:
         outbound = encoded_reply(200, reply.response_body(), extra_headers)
-        outbound.tool_error = isinstance(reply.result, dict) and reply.result.get("isError") is True
+        outbound.note_response({"result": reply.result})
         return outbound
     return Outbound(200, dict(extra_headers), reply=reply)
 

@@ -34,7 +34,7 @@ from graphs.telemetry import RunQueueCollector
 from graphs.toolset import workflow_tools
 from mcp_endpoint import dispatch, traces
 from mcp_endpoint.auth import REALM, Refusal, admit, presented_key
-from mcp_endpoint.http_messages import Facts, Outbound
+from mcp_endpoint.http_messages import Facts, Outbound, response_outcome
 from mcp_endpoint.models import Scope
 from mcp_endpoint.tools import TOOLS
 from nodespecs import telemetry
@@ -140,14 +140,7 @@ def mcp_request_done(
 def stdio_request_done(response: dict[str, Any] | None, facts: Facts, started: float) -> None:
     """A request over stdio was answered with `response` (None: the client went away
     first). Its line has no HTTP status."""
-    if response is None:
-        outcome = "disconnected"
-    else:
-        error, result = response.get("error"), response.get("result")
-        error_code = error.get("code") if isinstance(error, dict) else None
-        outcome = _outcome(
-            200, error_code, isinstance(result, dict) and result.get("isError") is True
-        )
+    outcome = "disconnected" if response is None else _outcome(200, *response_outcome(response))
     _request_done("stdio", facts, started, "", None, outcome)
 
 
