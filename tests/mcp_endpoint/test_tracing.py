@@ -146,16 +146,21 @@ def span_id(span: ReadableSpan) -> str:
     return trace.format_span_id(span.context.span_id)
 
 
-def test_a_workflow_call_is_one_trace_down_to_the_downstream_server(client, spans, probe, mode):
-    answer = result(
+def call_probe(client, key: str) -> dict:
+    """traced_probe's result, called in the 2026-07-28 era with the caller's TRACEPARENT."""
+    return result(
         modern(
             client,
             "tools/call",
             {"name": "traced_probe", "arguments": {}},
-            key=probe,
+            key=key,
             meta={"traceparent": TRACEPARENT},
         )
     )
+
+
+def test_a_workflow_call_is_one_trace_down_to_the_downstream_server(client, spans, probe, mode):
+    answer = call_probe(client, probe)
 
     assert answer["isError"] is False, answer
     received = json.loads(answer["content"][0]["text"])
@@ -312,15 +317,7 @@ def test_a_run_the_reaper_sends_again_continues_its_trace(spans, loops, settings
 
 def test_tracing_off_makes_no_span_and_records_no_trace(client, probe):
     assert not tracing.enabled()
-    answer = result(
-        modern(
-            client,
-            "tools/call",
-            {"name": "traced_probe", "arguments": {}},
-            key=probe,
-            meta={"traceparent": TRACEPARENT},
-        )
-    )
+    answer = call_probe(client, probe)
 
     # The caller's trace is not continued, and the run records none.
     assert answer["isError"] is False, answer
