@@ -43,8 +43,8 @@ from tests.peers import ECHO_SERVER, echo_http_server
 pytestmark = [pytest.mark.timeout(60), pytest.mark.django_db(transaction=True)]
 
 COUNT = "switchyard_requests_total"
-# sum_to past its maxNodeExecutions: a run that fails, answered with isError.
 EITHER = "application/json, text/event-stream"
+# sum_to past its maxNodeExecutions: a run that fails, answered with isError.
 TOO_LONG = {"name": "sum_to", "arguments": {"n": 100000}}
 
 
