@@ -9,6 +9,7 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -38,6 +39,10 @@ class VersionInline(admin.TabularInline):
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[WorkflowVersion]:
+        # Each version's status reads its workflow: joined, not one query a row.
+        return super().get_queryset(request).select_related("workflow")
 
     @admin.display(description="Status")
     def state(self, version: WorkflowVersion) -> str:

@@ -219,6 +219,10 @@ def _workflow(name: str) -> Workflow:
             f"No workflow named {name!r}. list_workflow_versions and get_workflow take the "
             "name of an existing workflow; create_workflow makes a new one."
         )
+    if workflow.current_version is not None:
+        # As for the versions read through `workflow.versions`: a version's status and
+        # document read its workflow, which would otherwise be read again (and its group).
+        workflow.current_version.workflow = workflow
     return workflow
 
 
@@ -249,12 +253,13 @@ def version_publish(*, name: str, number: int, caller: Caller) -> WorkflowVersio
     version = _version(_workflow(name), number)
     _validated(version_document(version), caller, None)
     try:
-        workflow_publish(version=version)
+        # The workflow as published now, for the version's status; `workflow_publish` has
+        # set the version's `published_at` itself.
+        version.workflow = workflow_publish(version=version)
     except ValidationError as exc:
         raise DraftRefused(
             f"Version {number} of {name!r} cannot be served: {'; '.join(exc.messages)}"
         ) from None
-    version.refresh_from_db()
     return version
 
 
@@ -317,7 +322,7 @@ def version_list(*, name: str) -> dict[str, Any]:
     """The newest MAX_VERSIONS_LISTED versions of workflow `name`, newest first, with who
     made each and when; `total` counts them all."""
     workflow = _workflow(name)
-    versions = workflow.versions.select_related("workflow").order_by("-number")
+    versions = workflow.versions.order_by("-number")
     return {
         "name": workflow.name,
         "published_version": _published_number(workflow),

@@ -193,7 +193,7 @@ def mock_answers(
 def report_of_test_run(run_id: int) -> dict[str, Any]:
     """What a finished test run did: its result, id, and each node's output in order (the
     first MAX_NODES_REPORTED; `nodes_truncated` says when there were more)."""
-    run = Run.objects.get(pk=run_id)
+    result = Run.objects.values_list("result", flat=True).get(pk=run_id)
     executions = list(
         NodeExecution.objects.filter(run_id=run_id)
         .order_by("index")
@@ -208,7 +208,7 @@ def report_of_test_run(run_id: int) -> dict[str, Any]:
         if isinstance(execution["detail"], dict) and execution["detail"].get("mocked"):
             entry["mocked"] = True
         nodes.append(entry)
-    report: dict[str, Any] = {"result": run.result, "run_id": run.pk, "nodes": nodes}
+    report: dict[str, Any] = {"result": result, "run_id": run_id, "nodes": nodes}
     if len(executions) > MAX_NODES_REPORTED:
         report["nodes_truncated"] = True
     return report
