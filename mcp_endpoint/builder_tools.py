@@ -165,7 +165,7 @@ def _test(arguments: TestWorkflowArguments, caller: Caller) -> StartRun:
         digest=version.digest,
         server=version.workflow.group.slug,
     )
-    return StartRun(tool, arguments.arguments, _tested, is_test=True, mocks=answers)
+    return StartRun(tool, arguments.arguments, _tested, mocks=answers)
 
 
 def _tested(tool: WorkflowTool, outcome: RunOutcome) -> types.CallToolResult:

@@ -272,7 +272,7 @@ def _workflow_call(
             # As JSON ("7", '"a"'), so that `notifications/cancelled` finds the run.
             request_id=json.dumps(context.request_id),
             version=(tool.version_id, tool.digest),
-            is_test=start.is_test if start is not None else False,
+            is_test=start is not None,
             mocks=start.mocks if start is not None else None,
         ),
         request_id=context.request_id,

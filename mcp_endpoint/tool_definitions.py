@@ -34,14 +34,13 @@ class ToolError(Exception):
 
 @dataclass(frozen=True)
 class StartRun:
-    """A tool's answer that is a run of a workflow version to follow (test_workflow): the core
-    follows it as it follows a workflow's call, progress and cancellation included, and
+    """A tool's answer that is a test run of a workflow version to follow (test_workflow): the
+    core follows it as it follows a workflow's call, progress and cancellation included, and
     `answer` makes the result of its outcome."""
 
     tool: WorkflowTool
     arguments: dict[str, Any]
     answer: Answer
-    is_test: bool = False
     # A test run's mocked nodes' answers (graphs/mocks.py).
     mocks: dict[str, Any] | None = None
 
