@@ -74,13 +74,12 @@ def validate_workflow(
     servers = _ServerIndex(document, caller)
     previous, problems = _previous(name)
     problems += servers.refused
+    highest = limit_ceilings()
     problems += validate_document(
         document,
         tools_of=servers.tools_of,
         registered_servers=servers.registered,
-        ceilings=[
-            LimitCeiling(c.key, getattr(limit_ceilings(), c.field), c.setting) for c in CEILINGS
-        ],
+        ceilings=[LimitCeiling(c.key, getattr(highest, c.field), c.setting) for c in CEILINGS],
         previous=previous,
     )
     problems.sort(key=lambda problem: problem.severity != "error")  # stable: errors first

@@ -150,7 +150,7 @@ def _args_problems(
     properties = (
         {str(k): v for k, v in properties.items()} if isinstance(properties, Mapping) else {}
     )
-    required = [name for name in _listed_names(schema.get("required"))]
+    required = required_names(schema)
     more = schema.get("additionalProperties")
     open_ended = more is True or isinstance(more, Mapping) or bool(schema.get("patternProperties"))
     problems: list[Problem] = []
@@ -210,8 +210,12 @@ def _args_problems(
     return problems
 
 
-def _listed_names(value: Any) -> list[str]:
-    return [name for name in value if isinstance(name, str)] if isinstance(value, list) else []
+def required_names(schema: Any) -> list[str]:
+    """The names a JSON Schema's `required` lists (none when it lists none)."""
+    required = schema.get("required") if isinstance(schema, Mapping) else None
+    return (
+        [name for name in required if isinstance(name, str)] if isinstance(required, list) else []
+    )
 
 
 def _described(schema: Any) -> str:

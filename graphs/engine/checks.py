@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from graphs.engine.definition import NODE_TYPES, Node, ToolGraph
 from graphs.engine.errors import located
+from graphs.engine.graph_paths import reachable
 from graphs.engine.problems import Finding, Keys, error, finding, op_add, op_replace
 
 # Ids are read in expressions as $.id: letters, digits and underscores only, and not the
@@ -87,10 +87,13 @@ def graph_findings(
     found: list[Finding] = []
     for node, layout in zip(tool.nodes, layouts, strict=True):
         found += _node_findings(tool, node, layout, layouts)
-    for node_id, count in Counter(node.id for node in tool.nodes).items():
-        if count > 1:
+    written: dict[str, list[NodeLayout]] = {}
+    for node, layout in zip(tool.nodes, layouts, strict=True):
+        written.setdefault(node.id, []).append(layout)
+    for node_id, same in written.items():
+        if len(same) > 1:
             where = located(tool.name, node_id, "id")
-            text = f"{where}: {count} nodes have this id; ids must be unique within a tool"
+            text = f"{where}: {len(same)} nodes have this id; ids must be unique within a tool"
             # One problem for each node after the first: that is the one to rename.
             again = [
                 error(
@@ -99,9 +102,8 @@ def graph_findings(
                     layout.keys("id"),
                     node=node_id,
                 )
-                for node, layout in zip(tool.nodes, layouts, strict=True)
-                if node.id == node_id
-            ][1:]
+                for layout in same[1:]
+            ]
             found.append(Finding(text, tuple(again)))
     entries = _ids_of_type(tool, "entry")
     for node_type, ids in (("entry", entries), ("exit", _ids_of_type(tool, "exit"))):
@@ -190,17 +192,11 @@ def _node_findings(
                     node=node.id,
                 )
             )
-    for field, value in _strings(node):
-        if not isinstance(value, str):
-            found.append(
-                finding(
-                    "invalid_field",
-                    located(name, node.id, field),
-                    f"must be a string, got {value!r}",
-                    layout.keys(field),
-                    node=node.id,
-                )
-            )
+    found += [
+        _invalid(name, node, layout, field, f"must be a string, got {value!r}")
+        for field, value in _strings(node)
+        if not isinstance(value, str)
+    ]
     if node.type == "switch" and not node.conditions and node.default is None:
         found.append(
             finding(
@@ -256,47 +252,40 @@ def _call_findings(tool: str, node: Node, layout: NodeLayout) -> list[Finding]:
     args = node.args
     if not (isinstance(args, dict) or (isinstance(args, str) and args.startswith("$"))):
         found.append(
-            finding(
-                "invalid_field",
-                located(tool, node.id, "args"),
+            _invalid(
+                tool,
+                node,
+                layout,
+                "args",
                 "must be an object of the tool's arguments (values may be expressions), or "
                 f"one expression giving that object; got {args!r}",
-                layout.keys("args"),
-                node=node.id,
             )
         )
     if node.timeout_seconds is not None and not _positive(node.timeout_seconds):
         found.append(
-            finding(
-                "invalid_field",
-                located(tool, node.id, "timeout"),
-                "must be a positive number of seconds",
-                layout.keys("timeout"),
-                node=node.id,
-            )
+            _invalid(tool, node, layout, "timeout", "must be a positive number of seconds")
         )
     retry = node.retry
     if not (isinstance(retry.count, int) and _non_negative(retry.count)):
         found.append(
-            finding(
-                "invalid_field",
-                located(tool, node.id, "retry.count"),
-                "must be a whole number, 0 or more",
-                layout.keys("retry.count"),
-                node=node.id,
-            )
+            _invalid(tool, node, layout, "retry.count", "must be a whole number, 0 or more")
         )
     if not _non_negative(retry.backoff_seconds):
         found.append(
-            finding(
-                "invalid_field",
-                located(tool, node.id, "retry.backoff"),
-                "must be a number of seconds, 0 or more",
-                layout.keys("retry.backoff"),
-                node=node.id,
-            )
+            _invalid(tool, node, layout, "retry.backoff", "must be a number of seconds, 0 or more")
         )
     return found
+
+
+def _invalid(tool: str, node: Node, layout: NodeLayout, field: str, message: str) -> Finding:
+    """An ``invalid_field`` finding: the field named once, for both the text and the pointer."""
+    return finding(
+        "invalid_field",
+        located(tool, node.id, field),
+        message,
+        layout.keys(field),
+        node=node.id,
+    )
 
 
 def _positive(value: object) -> bool:
@@ -336,13 +325,11 @@ def _target_findings(tool: ToolGraph, layouts: Sequence[NodeLayout]) -> list[Fin
 def _unreachable_findings(
     tool: ToolGraph, entry: str, layouts: Sequence[NodeLayout]
 ) -> list[Finding]:
-    by_id = {node.id: node for node in tool.nodes}
-    reached, pending = {entry}, [entry]
-    while pending:
-        for _, target in by_id[pending.pop()].targets():
-            if isinstance(target, str) and target in by_id and target not in reached:
-                reached.add(target)
-                pending.append(target)
+    edges = {
+        node.id: [target for _, target in node.targets() if isinstance(target, str)]
+        for node in tool.nodes
+    }
+    reached = reachable([entry], edges)
     return [
         finding(
             "unreachable_node",

@@ -28,6 +28,7 @@ from graphs.engine.errors import located
 from graphs.engine.expression_reads import (
     Inferred,
     Read,
+    Span,
     infer,
     scan,
     schema_types,
@@ -227,9 +228,7 @@ def expression_problems(context: ToolContext) -> list[Problem]:
         found, calls = scan(ast, source)
         for call in calls:
             if call.node not in context.index:
-                close = difflib.get_close_matches(call.node, ids, n=1)
-                fixed = call.span.replaced(source, close[0]) if close else None
-                hint = f"did you mean {close[0]!r}? " if close else ""
+                hint, fix = _respelt(site, call.node, ids, call.span)
                 problems.append(
                     error(
                         "history_node_unknown",
@@ -237,7 +236,7 @@ def expression_problems(context: ToolContext) -> list[Problem]:
                         f"{hint}nodes: {', '.join(ids)}",
                         site.at,
                         node=site.node.id,
-                        fix=[op_replace(site.at, fixed)] if fixed is not None else None,
+                        fix=fix,
                     )
                 )
         if not site.at_root:
@@ -252,12 +251,9 @@ def expression_problems(context: ToolContext) -> list[Problem]:
 def _read_problem(
     context: ToolContext, site: Site, read: Read, where: str, ids: list[str]
 ) -> Problem | None:
-    source = site.expression.source
     node = site.node.id
     if read.node not in context.index:
-        close = difflib.get_close_matches(read.node, ids, n=1)
-        fixed = read.span.replaced(source, close[0]) if close else None
-        hint = f"did you mean {close[0]!r}? " if close else ""
+        hint, fix = _respelt(site, read.node, ids, read.span)
         return error(
             "node_reference_unknown",
             f"{where}: reads the output of node {read.node!r}, but this tool has no such node "
@@ -265,7 +261,7 @@ def _read_problem(
             f"nodes: {', '.join(ids)}",
             site.at,
             node=node,
-            fix=[op_replace(site.at, fixed)] if fixed is not None else None,
+            fix=fix,
         )
     if node in context.reached and not context.precedence.can_precede(read.node, node):
         return warning(
@@ -284,10 +280,8 @@ def _read_problem(
         return None
     position, declared = missing
     name, span = read.fields[position]
-    close = difflib.get_close_matches(name, declared, n=1)
-    fixed = span.replaced(source, close[0]) if close else None
+    hint, fix = _respelt(site, name, declared, span)
     shown = ".".join([read.node, *(field for field, _ in read.fields[: position + 1])])
-    hint = f"did you mean {close[0]!r}? " if close else ""
     return warning(
         "field_not_produced",
         f"{where}: reads `{shown}`, but {_described(context, read.node, shape)} has no field "
@@ -295,8 +289,20 @@ def _read_problem(
         f"{hint}read one of those fields",
         site.at,
         node=node,
-        fix=[op_replace(site.at, fixed)] if fixed is not None else None,
+        fix=fix,
     )
+
+
+def _respelt(
+    site: Site, name: str, known: list[str], span: Span
+) -> tuple[str, list[dict[str, Any]] | None]:
+    """For a name an expression misspells: the hint naming the closest of ``known`` (empty
+    when none is close), and the fix writing it at ``span`` (None when the span is unsure)."""
+    close = difflib.get_close_matches(name, known, n=1)
+    if not close:
+        return "", None
+    fixed = span.replaced(site.expression.source, close[0])
+    return f"did you mean {close[0]!r}? ", None if fixed is None else [op_replace(site.at, fixed)]
 
 
 def _described(context: ToolContext, node_id: str, shape: Inferred) -> str:

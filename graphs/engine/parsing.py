@@ -148,23 +148,20 @@ def read_definition(raw: Any, *, budget: ParseBudget | None = None) -> Definitio
         tool = _tool(raw_tool, declared, found, f"#{position + 1}", position, budget)
         if tool is not None:
             reading.tools.append(tool)
-    names = [tool.graph.name for tool in reading.tools if tool.ok]
-    for name in sorted(set(names)):
-        if names.count(name) > 1:
+    named: dict[str, list[int]] = {}  # each tool name -> the positions of its tools
+    for tool in reading.tools:
+        if tool.ok:
+            named.setdefault(tool.graph.name, []).append(tool.position)
+    for name, positions in sorted(named.items()):
+        if len(positions) > 1:
             text = (
-                f"{located(name)}: {names.count(name)} tools have this name; tool names must "
-                "be unique"
+                f"{located(name)}: {len(positions)} tools have this name; tool names must be unique"
             )
-            again = [tool.position for tool in reading.tools if tool.ok and tool.graph.name == name]
-            found.append(
-                Finding(
-                    text,
-                    tuple(
-                        error("duplicate_tool_name", text, ("tools", at, "name"))
-                        for at in again[1:]
-                    ),
-                )
+            # One problem for each tool after the first: that is the one to rename.
+            again = (
+                error("duplicate_tool_name", text, ("tools", at, "name")) for at in positions[1:]
             )
+            found.append(Finding(text, tuple(again)))
     return reading
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from graphs.engine.call_checks import Servers, call_problems
+from graphs.engine.call_checks import Servers, call_problems, required_names
 from graphs.engine.exit_checks import exit_problems, path_problems
 from graphs.engine.expression_reads import schema_types, types_fit
 from graphs.engine.expressions import ParseBudget
@@ -43,6 +43,7 @@ from graphs.engine.problems import (
     to_flat_form,
     warning,
 )
+from graphs.engine.sections import LIMIT_KEYS
 
 __all__ = [
     "MAX_PROBLEMS",
@@ -69,11 +70,6 @@ MAX_CHARS = 1_000_000
 MAX_NODES = 2_000
 #: The most problems answered; the rest are counted in a last warning.
 MAX_PROBLEMS = 200
-
-_LIMIT_FIELDS = {
-    "maxNodeExecutions": "max_node_executions",
-    "maxExecutionTimeMs": "max_execution_time_ms",
-}
 
 
 @dataclass(frozen=True)
@@ -186,11 +182,9 @@ def _nodes_problem(document: Any) -> Problem | None:
     if not isinstance(document, Mapping):
         return None
     tools = document.get("tools")
-    lists = (
-        [document.get("nodes")] + [tool.get("nodes") for tool in tools if isinstance(tool, Mapping)]
-        if isinstance(tools, list)
-        else [document.get("nodes")]
-    )
+    lists = [document.get("nodes")]
+    if isinstance(tools, list):
+        lists += [tool.get("nodes") for tool in tools if isinstance(tool, Mapping)]
     count = sum(len(nodes) for nodes in lists if isinstance(nodes, list))
     if count <= MAX_NODES:
         return None
@@ -206,7 +200,7 @@ def _limit_problems(reading: DefinitionReading, ceilings: Sequence[LimitCeiling]
     written = reading.document.get("executionLimits")
     problems = []
     for ceiling in ceilings:
-        field = _LIMIT_FIELDS.get(ceiling.key)
+        field = LIMIT_KEYS.get(ceiling.key)
         if field is None:
             continue
         value = getattr(reading.limits, field)
@@ -272,8 +266,8 @@ def _schema_changes(
                     (*at, "inputSchema"),
                 )
             )
-    old_required = set(_required(old.input_schema))
-    for index, prop in enumerate(_required(input_schema)):
+    old_required = set(required_names(old.input_schema))
+    for index, prop in enumerate(required_names(input_schema)):
         if prop not in old_required:
             problems.append(
                 warning(
@@ -331,13 +325,6 @@ def _type_changes(
 def _properties(schema: Any) -> Mapping[str, Any]:
     properties = schema.get("properties") if isinstance(schema, Mapping) else None
     return properties if isinstance(properties, Mapping) else {}
-
-
-def _required(schema: Any) -> list[str]:
-    required = schema.get("required") if isinstance(schema, Mapping) else None
-    return (
-        [name for name in required if isinstance(name, str)] if isinstance(required, list) else []
-    )
 
 
 def _is_flat(document: Any) -> bool:
@@ -444,21 +431,18 @@ def _flat_places(
     tools = reading.document.get("tools")
     tools = tools if isinstance(tools, list) else []
 
+    def tool_at(tool: int) -> Mapping[str, Any]:
+        return tools[tool] if tool < len(tools) and isinstance(tools[tool], Mapping) else {}
+
     def node_index(tool: int, node: int) -> int | None:
-        nodes = (
-            tools[tool].get("nodes")
-            if tool < len(tools) and isinstance(tools[tool], Mapping)
-            else None
-        )
+        nodes = tool_at(tool).get("nodes")
         if not isinstance(nodes, list) or node >= len(nodes):
             return None
         return written.get(id(nodes[node]))
 
     def tool_name(tool: int) -> str | None:
-        if tool < len(tools) and isinstance(tools[tool], Mapping):
-            name = tools[tool].get("name")
-            return name if isinstance(name, str) else None
-        return None
+        name = tool_at(tool).get("name")
+        return name if isinstance(name, str) else None
 
     return node_index, tool_name
 
