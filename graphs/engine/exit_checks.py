@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
+from graphs.engine.call_checks import required_names
 from graphs.engine.compiler import CompiledNode
 from graphs.engine.definition import Node
 from graphs.engine.expression_reads import Inferred, schema_types, types_fit
@@ -111,10 +112,7 @@ def exit_problems(context: ToolContext) -> list[Problem]:
     properties = declared.get("properties")
     # Names as JSON reads them: a YAML key may be a number.
     properties = {str(k): v for k, v in properties.items()} if isinstance(properties, dict) else {}
-    listed = declared.get("required")
-    required = (
-        [name for name in listed if isinstance(name, str)] if isinstance(listed, list) else []
-    )
+    required = required_names(declared)
     problems = []
     for node, layout, compiled in context.nodes:
         if exit_id not in context.edges[node.id] or node.id not in context.reached:

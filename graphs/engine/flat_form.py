@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from graphs.engine.errors import located
+from graphs.engine.graph_paths import reachable
 from graphs.engine.problems import Finding, finding
 
 
@@ -68,6 +69,10 @@ def nested_form_findings(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], lis
         # A tool is named by a string; anything else names none (and cannot be a dict key).
         if node.get("type") == "entry" and isinstance(node.get("tool"), str):
             entries_of.setdefault(node["tool"], []).append(node["id"])
+    edges = {
+        node_id: [target for target in _targets(node) if target in by_id]
+        for node_id, node in by_id.items()
+    }
     problems: list[Finding] = []
     reached: set[str] = set()
     nested_tools = []
@@ -89,7 +94,7 @@ def nested_form_findings(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], lis
             )
             nested_tools.append({**tool, "nodes": []})
             continue
-        ids = _reachable(entries[0], by_id)
+        ids = reachable([entries[0]], edges)
         reached |= ids
         nodes = [by_id[node_id] for node_id in sorted(ids, key=position.__getitem__)]
         nested_tools.append({**tool, "nodes": nodes})
@@ -106,19 +111,6 @@ def nested_form_findings(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], lis
             )
         )
     return {**rest, "tools": nested_tools}, problems
-
-
-def _reachable(start: str, by_id: Mapping[str, Mapping[str, Any]]) -> set[str]:
-    """The ids of the nodes reachable from `start` (itself included)."""
-    seen = {start}
-    waiting = [start]
-    while waiting:
-        node = by_id.get(waiting.pop())
-        for target in _targets(node) if node is not None else ():
-            if target in by_id and target not in seen:
-                seen.add(target)
-                waiting.append(target)
-    return seen
 
 
 def _targets(node: Mapping[str, Any]) -> Iterator[str]:
