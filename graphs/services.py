@@ -11,14 +11,14 @@ from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from graphs import toolset
 from graphs.engine import DefinitionError, ExecutionLimits, ToolGraph, parse_tool, tool_to_dict
 from graphs.limits import limits_above_ceilings
 from graphs.models import Workflow, WorkflowGroup, WorkflowVersion
-from graphs.slugs import slug_for
+from graphs.slugs import slug_base, slug_for
 from nodespecs.audit import Caller
 from nodespecs.mcp_client import Connection
 from nodespecs.models import Provider
@@ -203,12 +203,51 @@ def group_save(group: WorkflowGroup) -> WorkflowGroup:
 
     Every MCP client of the group sees the change: its name, title, version and instructions
     are what its endpoint answers `initialize` with."""
-    if not group.slug:
-        others = WorkflowGroup.objects.exclude(pk=group.pk) if group.pk else WorkflowGroup.objects
-        group.slug = slug_for(group.name, lambda slug: others.filter(slug=slug).exists())
-    group.save()
+    if group.slug:  # kept through renames, so the endpoint does not move under its clients
+        group.save()
+    else:
+        _save_with_new_slug(group)
     toolset.workflows_changed()
     return group
+
+
+# How many slugs a new group tries before giving up. Each further try follows a concurrent
+# save that took the chosen slug between the read of the taken slugs and the insert.
+SLUG_ATTEMPTS = 5
+
+
+def _taken_slugs(group: WorkflowGroup) -> set[str]:
+    """The other groups' slugs that one chosen from `group`'s name could clash with, in one
+    query: those starting with its base. (A query per candidate suffix cost 1+2+...+n queries
+    for n groups whose names reduce to the same base, and agents can create groups.)"""
+    others = WorkflowGroup.objects.exclude(pk=group.pk) if group.pk else WorkflowGroup.objects
+    return set(others.filter(slug__startswith=slug_base(group.name)).values_list("slug", flat=True))
+
+
+def _save_with_new_slug(group: WorkflowGroup) -> None:
+    """Save `group` with the first free slug for its name. Another save may take that slug
+    between the read and the insert: the insert then fails on the unique slug, and the slug
+    is chosen again from the taken slugs read anew. The insert runs in a savepoint, which
+    PostgreSQL needs to go on after the failure inside an enclosing transaction (an import).
+    Raises `IntegrityError` for any other clash (a taken name), or when every attempt lost
+    its slug."""
+    taken = _taken_slugs(group)
+    for _ in range(SLUG_ATTEMPTS):
+        group.slug = slug_for(group.name, taken.__contains__)
+        try:
+            with transaction.atomic():
+                group.save()
+            return
+        except IntegrityError:
+            taken = _taken_slugs(group)
+            if group.slug not in taken:  # not the slug that clashed
+                group.slug = ""
+                raise
+    group.slug = ""
+    raise IntegrityError(
+        f"No free slug for the workflow group {group.name!r}: other saves took each of the "
+        f"{SLUG_ATTEMPTS} slugs chosen for it. Save it again."
+    )
 
 
 def workflow_set_enabled(*, workflow: Workflow, enabled: bool) -> None:
