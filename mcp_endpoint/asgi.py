@@ -231,7 +231,9 @@ async def sse_app(scope: Scope, receive: Receive, send: Send) -> None:
             body=None,
             handler=admission.handle_request,
         )
-        stream = sse.stream(outbound.channel, _threads()) if outbound.channel else None
+        stream = None
+        if outbound.channel and outbound.channel_lease:
+            stream = sse.stream(outbound.channel, outbound.channel_lease, _threads())
         await _respond(outbound, stream, receive, send)
         return
     started = time.perf_counter()

@@ -49,8 +49,10 @@ def sse_event(message: dict[str, Any]) -> bytes:
 async def _listen(listen: http_messages.Listen, threads: Threads) -> AsyncIterator[bytes]:
     """A stream of list-change notifications, for MCP_LISTEN_SECONDS: a 2026-07-28
     `subscriptions/listen` is acknowledged first and answered last; a 2025 session's GET
-    stream carries the notifications alone (its client opens another when it ends)."""
-    with list_changes.holding_stream(listen.caller):
+    stream carries the notifications alone (its client opens another when it ends). One that
+    watches nothing is answered once acknowledged. Its lease is renewed at every poll and
+    released at the end."""
+    try:
         meta = {}
         if listen.request_id is not None:
             meta = {"io.modelcontextprotocol/subscriptionId": listen.request_id}
@@ -65,8 +67,9 @@ async def _listen(listen: http_messages.Listen, threads: Threads) -> AsyncIterat
         await watcher.start()
         deadline = time.monotonic() + settings.MCP_LISTEN_SECONDS
         last_sent = time.monotonic()
-        while time.monotonic() < deadline:
+        while listen.lease is not None and time.monotonic() < deadline:
             await asyncio.sleep(list_changes.LISTEN_POLL_SECONDS)
+            listen.lease.renew()
             for method in await watcher.poll():
                 last_sent = time.monotonic()
                 params = {"_meta": meta} if meta else {}
@@ -77,6 +80,9 @@ async def _listen(listen: http_messages.Listen, threads: Threads) -> AsyncIterat
         if listen.request_id is not None:
             result = {"_meta": meta, "resultType": "complete"}
             yield sse_event({"jsonrpc": "2.0", "id": listen.request_id, "result": result})
+    finally:
+        if listen.lease is not None:
+            listen.lease.release()
 
 
 async def _messages(

@@ -18,7 +18,7 @@ from mcp.shared import inbound as envelope
 
 from mcp_endpoint.core import Caller, Reply
 from mcp_endpoint.encoding import encode_json
-from mcp_endpoint.list_changes import Watch
+from mcp_endpoint.list_changes import StreamLease, Watch
 
 SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = envelope.MCP_PROTOCOL_VERSION_HEADER
@@ -71,10 +71,11 @@ class Inbound:
 
 @dataclass(frozen=True)
 class Listen:
-    """A stream of list-change notifications to send (event_stream.py), held by `caller`."""
+    """A stream of list-change notifications to send (event_stream.py), held by `caller`
+    under `lease` (None: it watches nothing, and ends once acknowledged)."""
 
     watch: Watch
-    caller: str
+    lease: StreamLease | None
     # A 2026-07-28 `subscriptions/listen`: its request id and the notifications granted, which
     # the stream acknowledges first and answers last. None for a 2025 session's GET stream,
     # which carries the notifications alone.
@@ -94,8 +95,10 @@ class Outbound:
     # A stream of list-change notifications (a 2026-07-28 `subscriptions/listen`, or a 2025
     # session's GET stream).
     listen: Listen | None = None
-    # A legacy HTTP+SSE stream (`GET /sse`) opened under this id (`mcp_endpoint/sse.py`).
+    # A legacy HTTP+SSE stream (`GET /sse`) opened under this id (`mcp_endpoint/sse.py`), and
+    # its caller's hold on a stream's place (`list_changes.StreamLease`).
     channel: str | None = None
+    channel_lease: StreamLease | None = None
     # The JSON-RPC error code of an error answer (`error_reply`, `note_response`), and
     # whether a result answered is a tool's own error (`isError: true`), for telemetry.
     error_code: int | None = None

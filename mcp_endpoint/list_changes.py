@@ -9,17 +9,18 @@ endpoint: every workflow at `/mcp`, one group's at `/mcp/<slug>`) every LISTEN_P
 The tool lists' fingerprints come from the workflow snapshot (graphs/toolset.py): one
 thread hop per process and endpoint every LISTEN_POLL_SECONDS, however many streams follow
 them, so a thousand open streams cost a thousand comparisons, not a thousand queries. Each
-caller may keep MCP_STREAMS_PER_CALLER such streams open at once in a process, so that one
-caller cannot hold every connection.
+caller may keep MCP_STREAMS_PER_CALLER such streams open at once in a process (legacy SSE
+streams included), so that one caller cannot hold every connection: a `StreamLease` is taken
+when a stream is granted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
 import time
-from collections import Counter
-from collections.abc import Awaitable, Callable, Hashable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -31,6 +32,7 @@ from graphs import toolset
 from graphs.follow import Threads
 from nodespecs.registry import GENERATION_KEY as CATALOG_GENERATION_KEY
 
+logger = logging.getLogger(__name__)
 LISTEN_POLL_SECONDS = 2.0
 TOOLS = "notifications/tools/list_changed"
 RESOURCES = "notifications/resources/list_changed"
@@ -94,37 +96,74 @@ class ListWatcher:
 
     async def follow(self, send: Callable[[str], Awaitable[Any]]) -> None:
         """`send(method)` for every change, polling every LISTEN_POLL_SECONDS until cancelled
-        (for streams with nothing else to send between: the legacy SSE stream, stdio)."""
-        await self.start()
+        (for streams with nothing else to send between: the legacy SSE stream, stdio). A
+        failed look (the database or cache down a moment) is logged and the next one tried:
+        it must not end the notifications of a connection that stays open."""
+        try:
+            await self.start()
+        except Exception:
+            logger.warning("Reading the lists to watch failed; trying again", exc_info=True)
         while True:
             await asyncio.sleep(LISTEN_POLL_SECONDS)
-            for method in await self.poll():
+            try:
+                changed = await self.poll()
+            except Exception:
+                logger.warning("Polling the watched lists failed; trying again", exc_info=True)
+                continue
+            for method in changed:
                 await send(method)
 
 
-# Notification streams open in this process, by caller identity.
-_open_streams: Counter[str] = Counter()
+# How long a stream's hold on its caller's quota lasts unless renewed: a running stream renews
+# it at every poll; one granted but never started (the client left before its first byte)
+# gives its place back after this.
+STREAM_LEASE_SECONDS = 60.0
+# The leases held in this process, by caller identity, with when each runs out.
+_leases: dict[str, dict[StreamLease, float]] = {}
+_leases_lock = threading.Lock()
 
 
-def stream_refusal(identity: str) -> str | None:
-    """Why `identity` may not open another notification stream now, or None when it may."""
+class StreamLease:
+    """A caller's hold on one of its MCP_STREAMS_PER_CALLER notification streams: taken when
+    the stream is granted, before it is sent (so that requests arriving together cannot all
+    pass the check), renewed while it runs, released when it ends."""
+
+    def __init__(self, identity: str) -> None:
+        self.identity = identity
+
+    def renew(self) -> None:
+        """Keep the place for another STREAM_LEASE_SECONDS."""
+        with _leases_lock:
+            held = _leases.get(self.identity)
+            if held is not None and self in held:
+                held[self] = time.monotonic() + STREAM_LEASE_SECONDS
+
+    def release(self) -> None:
+        """Give the place back (once the stream has ended); releasing twice is harmless."""
+        with _leases_lock:
+            held = _leases.get(self.identity)
+            if held is not None:
+                held.pop(self, None)
+                if not held:
+                    del _leases[self.identity]
+
+
+def lease_stream(identity: str) -> StreamLease | str:
+    """A lease on another notification stream for `identity`, or why it may not open one."""
     limit = settings.MCP_STREAMS_PER_CALLER
-    if _open_streams[identity] < limit:
-        return None
-    return (
-        f"Too many open notification streams: this caller holds {limit} already "
-        "(MCP_STREAMS_PER_CALLER). Close one (one per session or endpoint is enough) and "
-        "try again."
-    )
-
-
-@contextmanager
-def holding_stream(identity: str) -> Iterator[None]:
-    """Count a notification stream of `identity` while it is open."""
-    _open_streams[identity] += 1
-    try:
-        yield
-    finally:
-        _open_streams[identity] -= 1
-        if _open_streams[identity] <= 0:
-            del _open_streams[identity]
+    now = time.monotonic()
+    with _leases_lock:
+        held = _leases.setdefault(identity, {})
+        for lease in [lease for lease, ends in held.items() if ends <= now]:
+            del held[lease]
+        if len(held) >= limit:
+            if not held:
+                del _leases[identity]
+            return (
+                f"Too many open notification streams: this caller holds {limit} already "
+                "(MCP_STREAMS_PER_CALLER). Close one (one per session or endpoint is enough) "
+                "and try again."
+            )
+        lease = StreamLease(identity)
+        held[lease] = now + STREAM_LEASE_SECONDS
+        return lease

@@ -38,12 +38,19 @@ def open_stream(inbound: http_messages.Inbound) -> http_messages.Outbound:
     """`GET /sse` from an admitted caller: register the stream (the ASGI app then sends it)."""
     if inbound.method != "GET":
         return http_messages.Outbound(405, {"Allow": "GET"})
-    return http_messages.Outbound(200, channel=sessions.channel_open(inbound.caller.identity))
+    lease = list_changes.lease_stream(inbound.caller.identity)
+    if isinstance(lease, str):
+        return http_messages.error_reply(429, types.INVALID_REQUEST, lease)
+    channel = sessions.channel_open(inbound.caller.identity)
+    return http_messages.Outbound(200, channel=channel, channel_lease=lease)
 
 
-async def stream(channel_id: str, threads: Threads) -> AsyncIterator[bytes]:
+async def stream(
+    channel_id: str, lease: list_changes.StreamLease, threads: Threads
+) -> AsyncIterator[bytes]:
     """The stream's events: `endpoint` first, then every message relayed to it, with
-    keep-alive comments between; when it ends (the client left), its session ends too."""
+    keep-alive comments between; when it ends (the client left), its session ends too, and
+    `lease`, renewed meanwhile, is released."""
     watching = None
     try:
         async with relay.subscribe(channel_id) as inbox:
@@ -59,7 +66,9 @@ async def stream(channel_id: str, threads: Threads) -> AsyncIterator[bytes]:
             watching = asyncio.create_task(watcher.follow(announce))
             while True:
                 yield await inbox(KEEPALIVE_SECONDS) or b": keep-alive\n\n"
+                lease.renew()
     finally:
+        lease.release()
         if watching is not None:
             watching.cancel()
         # On the app's threads, whose database connections are looked after (ending the

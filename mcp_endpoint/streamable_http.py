@@ -56,6 +56,7 @@ from mcp_endpoint.http_messages import (
     json_body,
     json_reply,
 )
+from mcp_endpoint.models import Scope
 
 # JSON-RPC error code → HTTP status in the 2026-07-28 era (the SDK's table).
 MODERN_ERROR_STATUS: Mapping[int, int] = envelope.ERROR_CODE_HTTP_STATUS
@@ -235,26 +236,37 @@ def _handle_modern(inbound: Inbound, message: Any) -> Outbound:
     return _reply(reply, inbound.headers, {})
 
 
-# What `subscriptions/listen` may ask to hear, at `/mcp`; a group's endpoint has tools alone.
-LISTENABLE = ("toolsListChanged", "promptsListChanged", "resourcesListChanged")
+# What `subscriptions/listen` may ask to hear, at `/mcp`, and the scope that lists each; a
+# group's endpoint has tools alone.
+LISTENABLE = {
+    "toolsListChanged": Scope.TOOLS_READ,
+    "promptsListChanged": Scope.TOOLS_READ,
+    "resourcesListChanged": Scope.RESOURCES_READ,
+}
 
 
 def _listen(inbound: Inbound, request_id: Any, params: Any) -> Outbound:
-    """`subscriptions/listen`: grant what the client asked to hear that this endpoint has
-    (prompts never change here, so that kind stays quiet)."""
-    refusal = list_changes.stream_refusal(inbound.caller.identity)
-    if refusal is not None:
-        return error_reply(429, types.INVALID_REQUEST, refusal, request_id=request_id)
+    """`subscriptions/listen`: grant what the client asked to hear that this endpoint has and
+    its key may list (prompts never change here, so that kind stays quiet)."""
     asked = (params.get("notifications") if isinstance(params, dict) else None) or {}
-    listenable = LISTENABLE[:1] if inbound.server is not None else LISTENABLE
-    granted = {kind: True for kind in listenable if asked.get(kind) is True}
+    listenable = ["toolsListChanged"] if inbound.server is not None else list(LISTENABLE)
+    granted = {
+        kind: True
+        for kind in listenable
+        if asked.get(kind) is True and LISTENABLE[kind] in inbound.caller.scopes
+    }
     watch = list_changes.Watch(
         inbound.server,
         tools="toolsListChanged" in granted,
         resources="resourcesListChanged" in granted,
     )
-    listen = Listen(watch, inbound.caller.identity, request_id=request_id, granted=granted)
-    return Outbound(200, listen=listen)
+    lease: list_changes.StreamLease | None = None
+    if watch.tools or watch.resources:
+        leased = list_changes.lease_stream(inbound.caller.identity)
+        if isinstance(leased, str):
+            return error_reply(429, types.INVALID_REQUEST, leased, request_id=request_id)
+        lease = leased
+    return Outbound(200, listen=Listen(watch, lease, request_id=request_id, granted=granted))
 
 
 def _notification(message: dict[str, Any], caller: Caller) -> Outbound:
@@ -437,8 +449,15 @@ def _session_stream(inbound: Inbound, headers: dict[str, str]) -> Outbound:
             "Not Acceptable: a session's GET stream is text/event-stream; accept it.",
             headers=headers,
         )
-    refusal = list_changes.stream_refusal(inbound.caller.identity)
-    if refusal is not None:
-        return error_reply(429, types.INVALID_REQUEST, refusal, headers=headers)
-    listen = Listen(list_changes.Watch(inbound.server), inbound.caller.identity)
-    return Outbound(200, dict(headers), listen=listen)
+    if Scope.TOOLS_READ not in inbound.caller.scopes:
+        return error_reply(
+            403,
+            types.INVALID_REQUEST,
+            "Forbidden: a session's GET stream carries tool-list changes, which need the scope "
+            "tools:read; this key does not have it.",
+            headers=headers,
+        )
+    lease = list_changes.lease_stream(inbound.caller.identity)
+    if isinstance(lease, str):
+        return error_reply(429, types.INVALID_REQUEST, lease, headers=headers)
+    return Outbound(200, dict(headers), listen=Listen(list_changes.Watch(inbound.server), lease))

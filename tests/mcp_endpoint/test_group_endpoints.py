@@ -9,6 +9,7 @@ import json
 import pytest
 
 from graphs.models import WorkflowGroup
+from mcp_endpoint import list_changes
 from tests.graphs.conftest import import_file
 from tests.mcp_endpoint.helpers import (
     BOTH,
@@ -140,6 +141,66 @@ def test_listen_at_a_group_endpoint_grants_tool_changes_alone(client, key, group
     )
     acknowledged = sse_messages(response)[0]
     assert acknowledged["params"]["notifications"] == {"toolsListChanged": True}
+
+
+def test_streams_granted_together_count_before_any_is_sent(client, key, groups, settings):
+    """The place is taken when a stream is granted, not when its body starts: requests that
+    arrive together cannot all pass the check."""
+    settings.MCP_STREAMS_PER_CALLER = 2
+    params = {"notifications": {"toolsListChanged": True}}
+
+    granted = [
+        modern(client, "subscriptions/listen", params, key=key, accept=BOTH, url=LOOPS)
+        for _ in range(3)
+    ]
+
+    # None of the three streams has sent a byte yet.
+    assert [response.status_code for response in granted] == [200, 200, 429]
+    settings.MCP_LISTEN_SECONDS = 0
+    sse_messages(granted[0])  # read to its end: its place is given back
+    again = modern(client, "subscriptions/listen", params, key=key, accept=BOTH, url=LOOPS)
+    assert again.status_code == 200
+    for response in (granted[1], again):
+        sse_messages(response)
+
+
+def test_a_lease_never_started_gives_its_place_back_in_time(monkeypatch, settings):
+    settings.MCP_STREAMS_PER_CALLER = 1
+    clock = [1000.0]
+    monkeypatch.setattr(list_changes.time, "monotonic", lambda: clock[0])
+
+    first = list_changes.lease_stream("key:lease-test")
+    assert isinstance(first, list_changes.StreamLease)
+    assert isinstance(list_changes.lease_stream("key:lease-test"), str)
+    clock[0] += list_changes.STREAM_LEASE_SECONDS - 1
+    first.renew()  # a running stream keeps its place
+    clock[0] += list_changes.STREAM_LEASE_SECONDS - 1
+    assert isinstance(list_changes.lease_stream("key:lease-test"), str)
+    clock[0] += 2  # never renewed again: its client is gone
+    second = list_changes.lease_stream("key:lease-test")
+    assert isinstance(second, list_changes.StreamLease)
+    second.release()
+    second.release()  # twice is harmless
+
+
+def test_notification_streams_need_the_scope_that_lists_what_they_carry(client, groups, settings):
+    settings.MCP_LISTEN_SECONDS = 60  # a stream that watched anything would not end here
+    scraper = make_key(["metrics:read"])
+    asked = {"toolsListChanged": True, "resourcesListChanged": True}
+
+    listen = modern(client, "subscriptions/listen", {"notifications": asked}, key=scraper,
+                    accept=BOTH)  # fmt: skip
+
+    # Nothing granted: acknowledged and answered at once, holding no place.
+    acknowledged, answered = sse_messages(listen)
+    assert acknowledged["params"]["notifications"] == {}
+    assert answered["result"]["resultType"] == "complete"
+    # A 2025 session's GET stream carries tool-list changes alone: refused without tools:read.
+    session = legacy_session(client, scraper)
+    headers = {"Mcp-Session-Id": session, "Authorization": f"Bearer {scraper}"}
+    stream = client.get("/mcp", headers={**headers, "Accept": "text/event-stream"})
+    assert stream.status_code == 403
+    assert "tools:read" in rpc_error(stream)["message"]
 
 
 def test_a_caller_holds_a_bounded_number_of_notification_streams(client, key, groups, settings):

@@ -333,3 +333,22 @@ def test_a_stream_hears_that_the_tools_changed(key, monkeypatch):
         await _close(leave, task)
 
     asyncio.run(scenario())
+
+
+def test_a_caller_holds_a_bounded_number_of_sse_streams_and_gets_one_back_when_it_closes(
+    key, settings
+):
+    settings.MCP_STREAMS_PER_CALLER = 1
+
+    async def scenario() -> tuple[int, int]:
+        _, leave, task, _ = await _open(key)
+        refused = await _request("GET", "/sse", key=key)
+        await _close(leave, task)
+        _, leave, task, _ = await _open(key)  # the place closing gave back
+        await _close(leave, task)
+        return refused.status, refused.json()["error"]["message"]
+
+    status, message = asyncio.run(scenario())
+
+    assert status == 429
+    assert "MCP_STREAMS_PER_CALLER" in message
