@@ -21,7 +21,7 @@ class WorkflowGroup(models.Model):
 
     name = models.CharField(max_length=200, unique=True)
     # Chosen from the name when the group is created and kept after (graphs.services
-    # `group_slug`), so a renamed group's endpoint does not move under its clients.
+    # `group_save`), so a renamed group's endpoint does not move under its clients.
     slug = models.SlugField(
         max_length=60,
         unique=True,
