@@ -48,16 +48,29 @@ class Watch:
     resources: bool = False
 
 
-# What each watched list looked like when it was last read, and when (see the module's doc).
+# What each watched list looked like when it was last read, and when (see the module's doc),
+# and the reads under way, which streams polling meanwhile wait for instead of reading again.
 _reads: dict[Hashable, tuple[float, Any]] = {}
+_reading: dict[Hashable, asyncio.Future[Any]] = {}
 
 
 async def _read(key: Hashable, read: Callable[[], Any], threads: Threads, *, fresh: bool) -> Any:
-    """`read()` on a thread, reused by every stream for LISTEN_POLL_SECONDS unless `fresh`."""
+    """`read()` on a thread, reused by every stream for LISTEN_POLL_SECONDS unless `fresh`;
+    a read under way on this event loop is waited for, fresh or not, rather than repeated."""
     last = _reads.get(key)
     if not fresh and last is not None and time.monotonic() - last[0] < LISTEN_POLL_SECONDS:
         return last[1]
-    value = await threads.short(read)
+    under_way = _reading.get(key)
+    if under_way is not None and under_way.get_loop() is asyncio.get_running_loop():
+        # Shielded: a stream that goes away must not cancel the others' read.
+        return await asyncio.shield(under_way)
+    reading = asyncio.ensure_future(threads.short(read))
+    _reading[key] = reading
+    try:
+        value = await asyncio.shield(reading)
+    finally:
+        if _reading.get(key) is reading:
+            del _reading[key]
     _reads[key] = (time.monotonic(), value)
     return value
 

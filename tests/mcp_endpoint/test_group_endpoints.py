@@ -4,10 +4,14 @@ official client over a live server)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from graphs.follow import Threads
 from graphs.models import WorkflowGroup
 from mcp_endpoint import list_changes
 from tests.graphs.conftest import import_file
@@ -213,3 +217,33 @@ def test_a_caller_holds_a_bounded_number_of_notification_streams(client, key, gr
     headers = {"Mcp-Session-Id": session, "Authorization": f"Bearer {key}"}
     stream = client.get("/mcp", headers={**headers, "Accept": "text/event-stream"})
     assert stream.status_code == 429
+
+
+def test_streams_starting_together_share_one_read_of_the_lists(monkeypatch):
+    reads = []
+
+    def counted(server):
+        reads.append(server)
+        time.sleep(0.05)  # a read takes a while: the other streams arrive meanwhile
+        return "fingerprint"
+
+    monkeypatch.setattr(list_changes.toolset, "tool_list_fingerprint", counted)
+
+    async def scenario() -> None:
+        pool = ThreadPoolExecutor(max_workers=4)
+        loop = asyncio.get_running_loop()
+        threads = Threads(
+            short=lambda work: loop.run_in_executor(pool, work),
+            run=lambda work: loop.run_in_executor(pool, work),
+        )
+        watchers = [
+            list_changes.ListWatcher(list_changes.Watch("loops"), threads) for _ in range(200)
+        ]
+        await asyncio.gather(*(watcher.start() for watcher in watchers))
+        await asyncio.gather(*(watcher.poll() for watcher in watchers))
+        pool.shutdown()
+
+    asyncio.run(scenario())
+
+    # 200 streams starting at once, then polling at once: one read, then one reuse of it.
+    assert reads == ["loops"]
