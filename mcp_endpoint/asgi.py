@@ -208,13 +208,16 @@ async def mcp_app(scope: Scope, receive: Receive, send: Send, server: str | None
     )
     facts, written = outbound.facts, None
     try:
-        threads = _threads()
-        if outbound.reply is not None:
-            settled = await _until_disconnect(event_stream.settle(outbound, threads), receive)
-            if settled is None:
-                return  # the client left before its answer
-            outbound = settled
-        await _respond(outbound, event_stream.stream_of(outbound, threads), receive, send)
+        stream = None
+        if outbound.reply is not None or outbound.listen is not None:
+            threads = _threads()  # only an answer that goes on needs them
+            if outbound.reply is not None:
+                settled = await _until_disconnect(event_stream.settle(outbound, threads), receive)
+                if settled is None:
+                    return  # the client left before its answer
+                outbound = settled
+            stream = event_stream.stream_of(outbound, threads)
+        await _respond(outbound, stream, receive, send)
         written = outbound
     finally:
         telemetry.mcp_request_done(written, started, http_method=scope["method"], facts=facts)

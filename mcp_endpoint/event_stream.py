@@ -103,15 +103,13 @@ async def settle(outbound: http_messages.Outbound, threads: Threads) -> http_mes
     return http_messages.message_reply(message, outbound.headers)
 
 
-def stream_of(
-    outbound: http_messages.Outbound, threads: Threads | None = None
-) -> AsyncIterator[bytes] | None:
+def stream_of(outbound: http_messages.Outbound, threads: Threads) -> AsyncIterator[bytes] | None:
     """The event-stream body of an outcome that streams, or None for a plain response
     (`threads` takes the blocking work of a reply that goes on). A reply's response, when
     the stream sends it, is noted on `outbound` (`note_response`), for its telemetry."""
-    if outbound.reply is not None and outbound.stream and threads is not None:
+    if outbound.reply is not None and outbound.stream:
         outbound.responded = False
         return _messages(outbound.reply, threads, outbound)
-    if outbound.listen is not None and threads is not None:
+    if outbound.listen is not None:
         return _listen(outbound.listen, threads)
     return None
