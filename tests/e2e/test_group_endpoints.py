@@ -139,8 +139,11 @@ def test_a_2025_session_hears_list_changed_for_its_own_file_only(group_server):
             heard.append(time.monotonic())
 
     async def scenario():
+        # A read timeout longer than the test: the server sends a keep-alive only after 15 s
+        # of quiet, and the SDK's client gives up its GET stream after two read timeouts, so
+        # with the default 5 s a slow import (CI) made it miss the change it waits for.
         async with connect(
-            server, "legacy", path="/mcp/alpha-tools", message_handler=on_message
+            server, "legacy", timeout=30, path="/mcp/alpha-tools", message_handler=on_message
         ) as client:
             capabilities = client.server_capabilities
             assert capabilities.tools is not None
