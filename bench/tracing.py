@@ -26,7 +26,9 @@ Over HTTP instead, with `wrk` (the helpers of `bench/mcp_endpoint.py`): two prod
 (uvicorn, one worker, DEBUG=false, a SQLite database each), each from a `git archive` of its
 commit: HEAD's (tracing off, as it ships) and BASE's, a commit without the instrumentation;
 requests/s of `tools/call get_node_details` and `tools/list` in both eras at concurrency 16,
-the servers taking turns (A B, B A, ...), and HEAD over BASE.
+the servers taking turns (A B, B A, ...), and HEAD over BASE. With `--redis URL` (e.g.
+redis://127.0.0.1:6379) each server's cache is a Redis database of its own (11 and 12), as in
+production with several instances, instead of its process memory.
 """
 
 from __future__ import annotations
@@ -259,7 +261,9 @@ def tree_server(bench: Any, tree: Path) -> Any:
     return TreeServer
 
 
-def http_main(base: str, duration: int, warmup: int, rounds: int, head: str = "HEAD") -> None:
+def http_main(
+    base: str, duration: int, warmup: int, rounds: int, head: str = "HEAD", redis: str = ""
+) -> None:
     """`head`'s code against `base`'s over HTTP (see the module docstring)."""
     import subprocess
 
@@ -267,7 +271,7 @@ def http_main(base: str, duration: int, warmup: int, rounds: int, head: str = "H
     workdir = Path(tempfile.mkdtemp(prefix="bench-tracing-http-"))
     servers = []
     try:
-        for label, commit in (("head", head), ("base", base)):
+        for number, (label, commit) in enumerate((("head", head), ("base", base))):
             tree = workdir / label
             tree.mkdir()
             archive = subprocess.run(
@@ -281,6 +285,13 @@ def http_main(base: str, duration: int, warmup: int, rounds: int, head: str = "H
                 OTEL_TRACES_EXPORTER="none",
                 PYTHONPATH=str(tree),
             )
+            if redis:
+                env["REDIS_URL"] = f"{redis.rstrip('/')}/{11 + number}"
+                subprocess.run(
+                    ["redis-cli", "-u", env["REDIS_URL"], "flushdb"],
+                    check=True,
+                    capture_output=True,
+                )
             manage = [sys.executable, "manage.py"]
             for step in (["migrate", "--noinput"], ["load_node_specs"]):
                 subprocess.run([*manage, *step], cwd=tree, env=env, check=True, capture_output=True)
@@ -326,7 +337,8 @@ def http_main(base: str, duration: int, warmup: int, rounds: int, head: str = "H
                 )
         print(
             f"\nconcurrency 16, {rounds} rounds of {warmup} + {duration} s, one uvicorn worker "
-            "each, SQLite; HEAD tracing off (OTEL_TRACES_EXPORTER=none)."
+            f"each, SQLite, cache {'on Redis' if redis else 'in process'}; HEAD tracing off "
+            "(OTEL_TRACES_EXPORTER=none)."
         )
     finally:
         for server in servers:
@@ -341,7 +353,11 @@ if __name__ == "__main__":
         parser.add_argument("--warmup", type=int, default=1)
         parser.add_argument("--rounds", type=int, default=3)
         parser.add_argument("--head", default="HEAD", help="the instrumented commit")
+        parser.add_argument("--redis", default="", metavar="URL", help="cache on this Redis")
         options = parser.parse_args()
-        http_main(options.http, options.duration, options.warmup, options.rounds, options.head)
+        http_main(
+            options.http, options.duration, options.warmup, options.rounds, options.head,
+            options.redis,
+        )  # fmt: skip
     else:
         main()

@@ -15,6 +15,7 @@ import pytest
 from django.core.cache import cache
 from hypothesis import settings as hypothesis_settings
 
+from nodespecs import snapshots
 from nodespecs.catalog import read_builtin_catalog
 from nodespecs.registry import Registry
 from nodespecs.specformat import dump_spec_document
@@ -89,8 +90,10 @@ def _fast_password_hashing(settings):
 def _fresh_cache():
     """Each test starts with an empty cache, so no registry built by another test is reused."""
     cache.clear()
+    snapshots.forget_generations()
     yield
     cache.clear()
+    snapshots.forget_generations()
 
 
 @pytest.fixture(scope="session")

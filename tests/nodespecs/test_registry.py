@@ -72,3 +72,37 @@ def test_the_registry_is_due_a_margin_before_it_would_query(db, monkeypatch):
     assert registry.needs_database()
     monkeypatch.setattr(snapshot, "_checked_at", now - almost_due + snapshots.CHECK_MARGIN_SECONDS)
     assert not registry.needs_database()
+
+
+def test_the_generation_is_read_from_the_cache_once_in_a_while(
+    db, monkeypatch, django_capture_on_commit_callbacks
+):
+    """With Redis each read is a round trip: a process looks at the generation many times per
+    request, and reads it at most every GENERATION_READ_SECONDS. Its own changes are seen
+    at once; another instance's (here: the cache's key set behind its back) in that time."""
+    reads: list[str] = []
+    real_get = snapshots.cache.get
+
+    def counted_get(key, *args, **kwargs):
+        reads.append(key)
+        return real_get(key, *args, **kwargs)
+
+    monkeypatch.setattr(snapshots.cache, "get", counted_get)
+    get_node_types()
+    reads.clear()
+    for _ in range(20):
+        get_node_types()
+        registry.needs_database()
+    assert reads == []
+
+    with django_capture_on_commit_callbacks(execute=True):
+        spec_save(spec=new_spec())
+    assert get_node_types("ACTION").node_types == {"ACTION": ["PING"]}
+
+    # Another instance announces a change of its own.
+    snapshots.cache.set(registry.GENERATION_KEY, "another-instance")
+    NodeSpec.objects.filter(subtype="PING").update(description="Ping a host, twice.")
+    time.sleep(snapshots.GENERATION_READ_SECONDS)
+    details = get_node_details([{"node_type": "ACTION", "subtype": "PING"}])[0]
+    assert details["description"] == "Ping a host, twice."
+    assert registry.GENERATION_KEY in reads
