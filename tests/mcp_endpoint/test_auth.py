@@ -4,11 +4,14 @@ the management commands that make keys."""
 from __future__ import annotations
 
 import io
+import os
 import re
 import types
 from datetime import timedelta
+from unittest.mock import patch
 
 import pytest
+import redis
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
@@ -271,9 +274,11 @@ def test_anonymous_callers_are_rate_limited_too(client, settings, frozen_minute)
     assert modern(client, "tools/list").status_code == 429
 
 
-def test_a_window_counter_another_instance_created_meanwhile_is_counted_on(monkeypatch):
+def test_a_window_counter_another_instance_created_meanwhile_is_counted_on(monkeypatch, settings):
     """The first request of a window creates its counter; one that loses that race to
-    another instance counts on the counter the other created."""
+    another instance counts on the counter the other created (Django's cache, without
+    Redis)."""
+    settings.REDIS_URL = ""
     real_add = ratelimit.cache.add
 
     def add_after_another_instance(key, value, timeout):
@@ -283,6 +288,31 @@ def test_a_window_counter_another_instance_created_meanwhile_is_counted_on(monke
     monkeypatch.setattr(ratelimit.cache, "add", add_after_another_instance)
     decision = ratelimit.rate_limit_hit(identity="key:race", limit=10, now=1_800_000_030.0)
     assert (decision.allowed, decision.remaining) == (True, 4)
+
+
+@pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs REDIS_URL (counts in Redis)")
+def test_on_redis_a_window_is_counted_in_one_round_trip_and_expires(settings):
+    """Every instance counts on the one counter, which goes away after its window; each
+    request is one round trip (a pipeline), not Django's two (EXISTS, INCRBY)."""
+    client = ratelimit._redis(settings.REDIS_URL)
+    commands: list[int] = []
+    real_execute = redis.client.Pipeline.execute
+
+    def counted_execute(self, *args, **kwargs):
+        commands.append(len(self.command_stack))
+        return real_execute(self, *args, **kwargs)
+
+    minute = 1_800_000_030.0
+    with patch.object(redis.client.Pipeline, "execute", counted_execute):
+        decisions = [
+            ratelimit.rate_limit_hit(identity="key:redis", limit=2, now=minute) for _ in range(3)
+        ]
+    assert [(d.allowed, d.remaining) for d in decisions] == [(True, 1), (True, 0), (False, 0)]
+    assert commands == [2, 2, 2]
+    window_key = f"mcp:rate:key:redis:{int(minute // ratelimit.WINDOW_SECONDS)}"
+    assert 0 < client.ttl(window_key) <= 2 * ratelimit.WINDOW_SECONDS
+    later = ratelimit.rate_limit_hit(identity="key:redis", limit=2, now=minute + 60)
+    assert (later.allowed, later.remaining) == (True, 1)
 
 
 # Management commands.
