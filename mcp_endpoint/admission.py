@@ -21,6 +21,7 @@ from graphs import toolset
 from mcp_endpoint import http_messages, streamable_http
 from mcp_endpoint.auth import Refusal, admit, presented_key
 from mcp_endpoint.core import Caller
+from mcp_endpoint.errors import RETRY_AFTER_SECONDS, UNAVAILABLE, unavailable_message
 from mcp_endpoint.keys import is_remembered
 from mcp_endpoint.origins import origin_allowed
 from nodespecs.registry import needs_database
@@ -105,16 +106,24 @@ def handle_request(
         raw_headers=raw_headers,
         server=server,
     )
-    caller = admitted if admitted is not None else admit(inbound.headers, client_address)
-    if isinstance(caller, Refusal):
-        return http_messages.error_reply(
-            caller.status, types.INVALID_REQUEST, caller.message, headers=caller.headers
-        )
-    inbound.caller = caller
     try:
-        return answer(inbound)
-    except SynchronousOnlyOperation as exc:
-        raise AdmittedInLoop(caller) from exc
+        caller = admitted if admitted is not None else admit(inbound.headers, client_address)
+        if isinstance(caller, Refusal):
+            return http_messages.error_reply(
+                caller.status, types.INVALID_REQUEST, caller.message, headers=caller.headers
+            )
+        inbound.caller = caller
+        try:
+            return answer(inbound)
+        except SynchronousOnlyOperation as exc:
+            raise AdmittedInLoop(caller) from exc
+    except UNAVAILABLE as exc:
+        return http_messages.error_reply(
+            503,
+            types.INTERNAL_ERROR,
+            unavailable_message(exc),
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )
 
 
 def answers_without_database(method: str, headers: dict[str, str], body: bytes | None) -> bool:

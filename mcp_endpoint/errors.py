@@ -1,6 +1,12 @@
 """The JSON-RPC errors that methods raise; the transport chooses the HTTP status."""
 
+import logging
 from typing import Any
+
+import redis
+from django.db import InterfaceError, OperationalError
+
+logger = logging.getLogger(__name__)
 
 
 class RpcError(Exception):
@@ -15,3 +21,25 @@ class RpcError(Exception):
 
 class Forbidden(RpcError):
     """The caller lacks the scope a method or tool needs (HTTP 403)."""
+
+
+# What a database or cache that does not answer raises (down, restarting, a lock held too
+# long): the same request may well succeed a moment later, so the transports answer it 503
+# with Retry-After, as a client can act on, rather than as a fault of the server's code.
+UNAVAILABLE: tuple[type[Exception], ...] = (
+    OperationalError,
+    InterfaceError,
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+)
+RETRY_AFTER_SECONDS = 5
+
+
+def unavailable_message(exc: Exception) -> str:
+    """What a caller is told (and the log line says) when a request met `exc`, one of
+    UNAVAILABLE; logs it."""
+    logger.error("Answered 503: %s: %s", type(exc).__name__, exc)
+    return (
+        "Service Unavailable: this server's database or cache did not answer. Retry in "
+        f"{RETRY_AFTER_SECONDS} seconds; if it goes on, tell the server's operator."
+    )

@@ -1,0 +1,76 @@
+"""A database or cache that does not answer is a 503 with Retry-After, which a client may
+retry, not a 500 (mcp_endpoint/errors.py: UNAVAILABLE)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+
+from django.db import OperationalError
+
+from mcp_endpoint import admission, asgi
+from tests.mcp_endpoint.helpers import make_key, modern, rpc_error
+from tests.mcp_endpoint.test_asgi import tools_list_arguments
+
+
+def unanswered_redis_url() -> str:
+    """A Redis URL on a port nobody listens on: every command fails to connect."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"redis://127.0.0.1:{port}/0"
+
+
+def assert_unavailable(status: int, retry_after: str | None, message: str) -> None:
+    assert status == 503
+    assert retry_after == "5"
+    assert message.startswith("Service Unavailable: this server's database or cache did not")
+
+
+def test_a_cache_down_is_a_503_over_mcp(client, key, settings, caplog):
+    settings.REDIS_URL = unanswered_redis_url()  # the rate limit counts there
+    with caplog.at_level(logging.ERROR, logger="mcp_endpoint.errors"):
+        response = modern(client, "tools/list", key=key)
+    error = rpc_error(response)
+    assert_unavailable(response.status_code, response.headers.get("Retry-After"), error["message"])
+    assert "Retry in 5 seconds" in error["message"]
+    assert any("ConnectionError" in record.getMessage() for record in caplog.records)
+
+
+def test_a_database_down_is_a_503_over_mcp(client, transactional_db, monkeypatch):
+    def refused(*args, **kwargs):
+        raise OperationalError("connection to server at 127.0.0.1, port 5432 failed")
+
+    monkeypatch.setattr("mcp_endpoint.auth.api_key_authenticate", refused)
+    response = modern(client, "tools/list", key=make_key())
+    assert_unavailable(
+        response.status_code, response.headers.get("Retry-After"), rpc_error(response)["message"]
+    )
+
+
+def test_a_request_answered_in_the_event_loop_is_a_503_too(key, settings):
+    """The ASGI app answers a remembered key's cheap request in the event loop, where the
+    rate limit is counted: its failure must not escape as a 500 either."""
+    arguments = tools_list_arguments(key)
+    assert asgi._work(arguments, admission.handle_request).status == 200  # key remembered
+    settings.REDIS_URL = unanswered_redis_url()
+    outbound = asyncio.run(
+        asgi._run(
+            arguments,
+            headers=arguments["headers"],
+            body=arguments["body"],
+            handler=admission.handle_request,
+        )
+    )
+    message = json.loads(outbound.body)["error"]["message"]
+    assert_unavailable(outbound.status, outbound.headers.get("Retry-After"), message)
+
+
+def test_a_cache_down_is_a_503_over_rest(client, key, settings):
+    settings.REDIS_URL = unanswered_redis_url()
+    response = client.get("/api/v1/mcp/tools", headers={"Authorization": f"Bearer {key}"})
+    assert_unavailable(
+        response.status_code, response.headers.get("Retry-After"), response.json()["error"]
+    )
