@@ -21,7 +21,7 @@ from graphs import toolset
 from mcp_endpoint import http_messages, streamable_http
 from mcp_endpoint.auth import Refusal, admit, presented_key
 from mcp_endpoint.core import Caller
-from mcp_endpoint.errors import RETRY_AFTER_SECONDS, UNAVAILABLE, unavailable_message
+from mcp_endpoint.errors import RETRY_AFTER_SECONDS, unavailable_errors, unavailable_message
 from mcp_endpoint.keys import is_remembered
 from mcp_endpoint.origins import origin_allowed
 from nodespecs.registry import needs_database
@@ -117,7 +117,7 @@ def handle_request(
             return answer(inbound)
         except SynchronousOnlyOperation as exc:
             raise AdmittedInLoop(caller) from exc
-    except UNAVAILABLE as exc:
+    except unavailable_errors() as exc:
         return http_messages.error_reply(
             503,
             types.INTERNAL_ERROR,

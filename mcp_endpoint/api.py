@@ -29,7 +29,12 @@ from pydantic import Field
 from mcp_endpoint import dispatch, telemetry
 from mcp_endpoint.auth import Refusal, admit
 from mcp_endpoint.core import LATEST_HANDSHAKE_VERSION, Caller, context_for, execute
-from mcp_endpoint.errors import RETRY_AFTER_SECONDS, UNAVAILABLE, RpcError, unavailable_message
+from mcp_endpoint.errors import (
+    RETRY_AFTER_SECONDS,
+    RpcError,
+    unavailable_errors,
+    unavailable_message,
+)
 from mcp_endpoint.event_stream import REQUEST_THREADS
 from mcp_endpoint.models import Scope
 from mcp_endpoint.tools import TOOLS
@@ -149,15 +154,16 @@ def _unparsable(request: HttpRequest, exc: HttpError) -> HttpResponse:
     return api.create_response(request, {"error": message}, status=exc.status_code)
 
 
+@api.exception_handler(Exception)
 def _unavailable(request: HttpRequest, exc: Exception) -> HttpResponse:
-    """The database or cache did not answer: a 503 the client may retry (errors.py)."""
+    """The database or cache did not answer: a 503 the client may retry (errors.py). Any
+    other exception goes on to Django, a 500. (Registered for every exception: Redis's
+    classes may not be loaded yet when this module is.)"""
+    if not isinstance(exc, unavailable_errors()):
+        raise exc
     response = api.create_response(request, {"error": unavailable_message(exc)}, status=503)
     response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response
-
-
-for _unanswered in UNAVAILABLE:
-    api.add_exception_handler(_unanswered, _unavailable)
 
 
 def _caller(request: HttpRequest, scope: str) -> Caller:

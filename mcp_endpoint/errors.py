@@ -1,9 +1,9 @@
 """The JSON-RPC errors that methods raise; the transport chooses the HTTP status."""
 
 import logging
+import sys
 from typing import Any
 
-import redis
 from django.db import InterfaceError, OperationalError
 
 logger = logging.getLogger(__name__)
@@ -26,18 +26,22 @@ class Forbidden(RpcError):
 # What a database or cache that does not answer raises (down, restarting, a lock held too
 # long): the same request may well succeed a moment later, so the transports answer it 503
 # with Retry-After, as a client can act on, rather than as a fault of the server's code.
-UNAVAILABLE: tuple[type[Exception], ...] = (
-    OperationalError,
-    InterfaceError,
-    redis.exceptions.ConnectionError,
-    redis.exceptions.TimeoutError,
-)
+_DATABASE_UNAVAILABLE: tuple[type[Exception], ...] = (OperationalError, InterfaceError)
 RETRY_AFTER_SECONDS = 5
 
 
+def unavailable_errors() -> tuple[type[Exception], ...]:
+    """The exceptions of a database or cache that did not answer: Redis's only once redis-py
+    is loaded. It is loaded only with REDIS_URL set, as importing it loads the OpenTelemetry
+    SDK, which a server with tracing off must not."""
+    redis = sys.modules.get("redis")
+    if redis is None:
+        return _DATABASE_UNAVAILABLE
+    return (*_DATABASE_UNAVAILABLE, redis.ConnectionError, redis.TimeoutError)
+
+
 def unavailable_message(exc: Exception) -> str:
-    """What a caller is told (and the log line says) when a request met `exc`, one of
-    UNAVAILABLE; logs it."""
+    """What a caller is told when a request met one of `unavailable_errors()`; logs it."""
     logger.error("Answered 503: %s: %s", type(exc).__name__, exc)
     return (
         "Service Unavailable: this server's database or cache did not answer. Retry in "

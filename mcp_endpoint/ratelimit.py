@@ -6,10 +6,13 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import redis
 from django.conf import settings
 from django.core.cache import cache
+
+if TYPE_CHECKING:
+    import redis
 
 WINDOW_SECONDS = 60
 
@@ -40,6 +43,8 @@ def rate_limit_hit(*, identity: str, limit: int, now: float | None = None) -> Ra
 
 @functools.cache
 def _redis(url: str) -> redis.Redis:
+    import redis  # only with REDIS_URL set: see errors.unavailable_errors
+
     return redis.Redis.from_url(url)
 
 

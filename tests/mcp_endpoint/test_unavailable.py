@@ -1,5 +1,5 @@
 """A database or cache that does not answer is a 503 with Retry-After, which a client may
-retry, not a 500 (mcp_endpoint/errors.py: UNAVAILABLE)."""
+retry, not a 500 (mcp_endpoint/errors.py: unavailable_errors)."""
 
 from __future__ import annotations
 
