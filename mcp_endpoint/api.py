@@ -17,6 +17,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
+from django.core.cache import cache
 from django.core.exceptions import RequestDataTooBig
 from django.db import connection
 from django.http import HttpRequest, HttpResponse
@@ -330,12 +331,19 @@ def tool_detail(request: HttpRequest, tool_name: str) -> dict[str, Any]:
     }
 
 
-def _database_ok() -> str | None:
+def _backing_services_ok() -> str | None:
+    """Why the service cannot serve requests now (its database or cache does not answer),
+    or None. The cache is Redis with REDIS_URL set: every request counts its rate limit
+    there, so a server that cannot reach it is not healthy either."""
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
     except Exception as exc:  # any failure means unhealthy; say which
         return f"database unavailable: {exc.__class__.__name__}"
+    try:
+        cache.get("health:probe")
+    except Exception as exc:
+        return f"cache unavailable: {exc.__class__.__name__}"
     return None
 
 
@@ -348,7 +356,7 @@ def _database_ok() -> str | None:
 def health(request: HttpRequest) -> dict[str, Any]:
     start = time.perf_counter()
     _caller(request, "health:check")
-    error = _database_ok()
+    error = _backing_services_ok()
     return {
         "healthy": error is None,
         "version": dispatch.SERVER_VERSION,
@@ -367,7 +375,7 @@ def health(request: HttpRequest) -> dict[str, Any]:
     response={200: PublicHealthOut, 503: PublicHealthOut},
 )
 def public_health(request: HttpRequest) -> HttpResponse:
-    error = _database_ok()
+    error = _backing_services_ok()
     return api.create_response(
         request,
         {"status": "ok" if error is None else "unavailable"},

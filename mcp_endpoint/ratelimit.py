@@ -42,16 +42,16 @@ def rate_limit_hit(*, identity: str, limit: int, now: float | None = None) -> Ra
 
 
 @functools.cache
-def _redis(url: str) -> redis.Redis:
+def _redis(url: str, timeout: float) -> redis.Redis:
     import redis  # only with REDIS_URL set: see errors.unavailable_errors
 
-    return redis.Redis.from_url(url)
+    return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
 
 
 def _count_in_redis(key: str) -> int:
     """One more request under `key`, in one round trip: Django's `cache.incr` takes two
     (EXISTS, then INCRBY), and answering in the event loop waits for each."""
-    pipeline = _redis(settings.REDIS_URL).pipeline(transaction=False)
+    pipeline = _redis(settings.REDIS_URL, settings.REDIS_SOCKET_TIMEOUT).pipeline(transaction=False)
     # The window's first request creates the counter, with its expiry; the others leave it.
     pipeline.set(key, 0, ex=WINDOW_SECONDS * 2, nx=True)
     pipeline.incr(key)

@@ -294,7 +294,7 @@ def test_a_window_counter_another_instance_created_meanwhile_is_counted_on(monke
 def test_on_redis_a_window_is_counted_in_one_round_trip_and_expires(settings):
     """Every instance counts on the one counter, which goes away after its window; each
     request is one round trip (a pipeline), not Django's two (EXISTS, INCRBY)."""
-    client = ratelimit._redis(settings.REDIS_URL)
+    client = ratelimit._redis(settings.REDIS_URL, settings.REDIS_SOCKET_TIMEOUT)
     commands: list[int] = []
     real_execute = redis.client.Pipeline.execute
 

@@ -7,8 +7,12 @@ import asyncio
 import json
 import logging
 import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from django.db import OperationalError
+from django.test import override_settings
 
 from mcp_endpoint import admission, asgi
 from tests.mcp_endpoint.helpers import make_key, modern, rpc_error
@@ -21,6 +25,15 @@ def unanswered_redis_url() -> str:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     return f"redis://127.0.0.1:{port}/0"
+
+
+@contextmanager
+def hanging_redis_url() -> Iterator[str]:
+    """A Redis URL whose server accepts connections and never answers."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        yield f"redis://127.0.0.1:{listener.getsockname()[1]}/0"
 
 
 def assert_unavailable(status: int, retry_after: str | None, message: str) -> None:
@@ -74,3 +87,35 @@ def test_a_cache_down_is_a_503_over_rest(client, key, settings):
     assert_unavailable(
         response.status_code, response.headers.get("Retry-After"), response.json()["error"]
     )
+
+
+def test_a_redis_that_hangs_is_given_up_after_its_socket_timeout(client, key, settings):
+    """A command that never returns would hold the request (and, answered in the event
+    loop, every other request) for as long as it hangs: REDIS_SOCKET_TIMEOUT bounds it."""
+    settings.REDIS_SOCKET_TIMEOUT = 0.3
+    with hanging_redis_url() as url:
+        settings.REDIS_URL = url
+        began = time.monotonic()
+        response = modern(client, "tools/list", key=key)
+        took = time.monotonic() - began
+    assert_unavailable(
+        response.status_code, response.headers.get("Retry-After"), rpc_error(response)["message"]
+    )
+    assert took < 2, f"answered after {took:.1f} s"
+
+
+def test_health_is_503_naming_the_cache_when_it_does_not_answer(client, key):
+    """A load balancer stops sending requests that would each be answered 503."""
+    unanswered = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": unanswered_redis_url(),
+        }
+    }
+    # Not the `settings` fixture: the cache must be back before the tests' own cache.clear().
+    with override_settings(CACHES=unanswered):
+        public = client.get("/api/v1/public/health")
+        detailed = client.get("/api/v1/mcp/health", headers={"Authorization": f"Bearer {key}"})
+    assert (public.status_code, public.json()) == (503, {"status": "unavailable"})
+    assert detailed.status_code == 503  # the key's check reads the cache too
+    assert detailed.headers["Retry-After"] == "5"
