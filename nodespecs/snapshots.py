@@ -2,9 +2,10 @@
 
 A snapshot (the catalog's registry, the workflows served as tools) is built once and reused
 until the table changes. A change bumps a generation token in Django's cache (with Redis,
-every instance sees it, within GENERATION_READ_SECONDS below), and the table's stamp, e.g. (count, last change), is
-compared at most once a second, so a change made by another process without a shared cache
-(a management command beside `runserver`) is still seen within a second.
+every instance sees it, within GENERATION_READ_SECONDS below), and the table's stamp, e.g.
+(count, last change), is compared at most once a second, so a change made by another process
+without a shared cache (a management command beside `runserver`) is still seen within a
+second.
 
 A process reads each generation from the cache at most once every GENERATION_READ_SECONDS:
 with Redis every read is a round trip (about 150 µs even on the same host), and one MCP
