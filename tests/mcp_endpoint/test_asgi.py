@@ -7,6 +7,7 @@ import contextvars
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -41,6 +42,17 @@ def tools_list_arguments(key: str) -> dict:
         "body": body,
         "client_address": "127.0.0.1",
     }
+
+
+async def answer_in_app(arguments: dict) -> Any:
+    """The ASGI app's answer to a request (`tools_list_arguments`' form): in the event loop
+    when it can be made there, else on a worker thread."""
+    return await asgi._run(
+        arguments,
+        headers=arguments["headers"],
+        body=arguments["body"],
+        handler=admission.handle_request,
+    )
 
 
 def test_a_request_on_a_worker_thread_brings_the_registry_up_to_date(key, monkeypatch):
@@ -87,14 +99,7 @@ def test_a_key_forgotten_between_the_check_and_the_answer_is_answered_on_a_threa
     pool = ThreadPoolExecutor(max_workers=1)
     monkeypatch.setattr(asgi, "_POOL", pool)
     try:
-        outbound = asyncio.run(
-            asgi._run(
-                arguments,
-                headers=arguments["headers"],
-                body=arguments["body"],
-                handler=admission.handle_request,
-            )
-        )
+        outbound = asyncio.run(answer_in_app(arguments))
     finally:
         pool.submit(connections.close_all).result()
         pool.shutdown()
@@ -119,12 +124,7 @@ def test_requests_answered_in_the_loop_share_their_redis_connections(key):
 
     async def twenty_requests() -> list[int]:
         async def one() -> int:
-            outbound = await asgi._run(
-                arguments,
-                headers=arguments["headers"],
-                body=arguments["body"],
-                handler=admission.handle_request,
-            )
+            outbound = await answer_in_app(arguments)
             return outbound.status
 
         return [await asyncio.ensure_future(one()) for _ in range(20)]

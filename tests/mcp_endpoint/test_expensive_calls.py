@@ -25,6 +25,7 @@ from nodespecs.knowledge import (
 from nodespecs.registry import refresh_registry
 from tests.graphs.conftest import import_file
 from tests.mcp_endpoint.helpers import auth_headers, envelope, make_key, modern
+from tests.mcp_endpoint.test_asgi import answer_in_app
 
 MAX_QUERY_CHARACTERS = settings.KNOWLEDGE_MAX_QUERY_CHARACTERS
 MAX_QUERY_TERMS = settings.KNOWLEDGE_MAX_QUERY_TERMS
@@ -254,12 +255,7 @@ def test_over_the_asgi_app_a_misspelt_name_is_answered_on_a_thread_counted_once(
     assert asgi._fixed_cost(body, body)
     assert admission.answers_without_database("POST", headers, body)
 
-    async def answer():
-        return await asgi._run(
-            arguments, headers=arguments["headers"], body=body, handler=admission.handle_request
-        )
-
-    outbound = asyncio.run(answer())
+    outbound = asyncio.run(answer_in_app(arguments))
     assert outbound.status == 200, outbound.body
     result = json.loads(outbound.body)["result"]
     assert result["structuredContent"]["nodes"][0]["subtype"] == "HTTP_REQUEST"

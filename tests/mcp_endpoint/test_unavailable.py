@@ -16,7 +16,7 @@ from django.test import override_settings
 
 from mcp_endpoint import admission, asgi
 from tests.mcp_endpoint.helpers import make_key, modern, rpc_error
-from tests.mcp_endpoint.test_asgi import tools_list_arguments
+from tests.mcp_endpoint.test_asgi import answer_in_app, tools_list_arguments
 
 
 def unanswered_redis_url() -> str:
@@ -42,13 +42,18 @@ def assert_unavailable(status: int, retry_after: str | None, message: str) -> No
     assert message.startswith("Service Unavailable: this server's database or cache did not")
 
 
+def assert_mcp_unavailable(response) -> None:
+    """A Django test response to /mcp: the 503 with its JSON-RPC error."""
+    message = rpc_error(response)["message"]
+    assert_unavailable(response.status_code, response.headers.get("Retry-After"), message)
+
+
 def test_a_cache_down_is_a_503_over_mcp(client, key, settings, caplog):
     settings.REDIS_URL = unanswered_redis_url()  # the rate limit counts there
     with caplog.at_level(logging.ERROR, logger="mcp_endpoint.errors"):
         response = modern(client, "tools/list", key=key)
-    error = rpc_error(response)
-    assert_unavailable(response.status_code, response.headers.get("Retry-After"), error["message"])
-    assert "Retry in 5 seconds" in error["message"]
+    assert_mcp_unavailable(response)
+    assert "Retry in 5 seconds" in rpc_error(response)["message"]
     assert any("ConnectionError" in record.getMessage() for record in caplog.records)
 
 
@@ -58,9 +63,7 @@ def test_a_database_down_is_a_503_over_mcp(client, transactional_db, monkeypatch
 
     monkeypatch.setattr("mcp_endpoint.auth.api_key_authenticate", refused)
     response = modern(client, "tools/list", key=make_key())
-    assert_unavailable(
-        response.status_code, response.headers.get("Retry-After"), rpc_error(response)["message"]
-    )
+    assert_mcp_unavailable(response)
 
 
 def test_a_request_answered_in_the_event_loop_is_a_503_too(key, settings):
@@ -69,14 +72,7 @@ def test_a_request_answered_in_the_event_loop_is_a_503_too(key, settings):
     arguments = tools_list_arguments(key)
     assert asgi._work(arguments, admission.handle_request).status == 200  # key remembered
     settings.REDIS_URL = unanswered_redis_url()
-    outbound = asyncio.run(
-        asgi._run(
-            arguments,
-            headers=arguments["headers"],
-            body=arguments["body"],
-            handler=admission.handle_request,
-        )
-    )
+    outbound = asyncio.run(answer_in_app(arguments))
     message = json.loads(outbound.body)["error"]["message"]
     assert_unavailable(outbound.status, outbound.headers.get("Retry-After"), message)
 
@@ -98,9 +94,7 @@ def test_a_redis_that_hangs_is_given_up_after_its_socket_timeout(client, key, se
         began = time.monotonic()
         response = modern(client, "tools/list", key=key)
         took = time.monotonic() - began
-    assert_unavailable(
-        response.status_code, response.headers.get("Retry-After"), rpc_error(response)["message"]
-    )
+    assert_mcp_unavailable(response)
     assert took < 2, f"answered after {took:.1f} s"
 
 
