@@ -38,6 +38,11 @@ def timed(source: str, data: object = None) -> tuple[object, float]:
 
 # Each of these takes Python's re longer than the age of the universe on 10,000 characters
 # (26 characters already cost seconds), and held the interpreter all that time.
+# Linear matching takes about 3 ms here; the bound leaves room for a stall of a shared
+# machine (CI once measured 0.33 s against an earlier 0.25 s bound).
+LINEAR_SECONDS = 1.0
+
+
 @pytest.mark.parametrize(
     ("source", "expected"),
     [
@@ -55,14 +60,14 @@ def test_a_catastrophic_pattern_over_ten_thousand_characters_is_linear(source, e
     value, seconds = timed(source, {"x": HOSTILE})
 
     assert value == expected
-    assert seconds < 0.25
+    assert seconds < LINEAR_SECONDS
 
 
 def test_the_constant_pattern_that_froze_the_process_answers_at_once():
     value, seconds = timed(f'$match("{"a" * 36}!", /(a+)+$/)')
 
     assert value is None
-    assert seconds < 0.25
+    assert seconds < LINEAR_SECONDS
 
 
 def test_a_hostile_transform_runs_through_the_whole_engine_within_its_bound():
@@ -197,7 +202,7 @@ def test_patterns_built_at_run_time_run_on_re2_too():
     value, seconds = timed(f"$eval('$contains($.x, {pattern})', $)", {"x": HOSTILE})
 
     assert value is False
-    assert seconds < 0.25
+    assert seconds < LINEAR_SECONDS
 
 
 def test_a_format_number_separator_must_be_one_character():
