@@ -154,7 +154,7 @@ def graph_import(
         else:
             report.updated.append(tool.name)
     changed = Workflow.objects.filter(name__in=report.created + report.updated)
-    audit_report(actor=caller.actor, report=report, objects=changed)
+    audit_report(actor=caller.trail_name, report=report, objects=changed)
     return report
 
 

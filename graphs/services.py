@@ -143,7 +143,7 @@ def workflow_save_draft(
     latest = workflow.versions.order_by("-number").first()
     if latest is not None and latest.digest == digest and latest.published_at is None:
         return latest
-    authored = WorkflowVersion.authored(caller.user, comment, actor=caller.actor)
+    authored = WorkflowVersion.authored(caller.user, comment, actor=caller.trail_name)
     return _freeze(workflow, definition, digest, published_at=None, authored=authored)
 
 

@@ -54,7 +54,14 @@ def authenticate(headers: Mapping[str, str], client_address: str) -> Caller | Re
 
 
 def _caller_of(key: ApiKey) -> Caller:
-    return Caller(f"key:{key.prefix}", frozenset(key.scopes), key.rate_limit_per_minute)
+    owner = key.owner
+    return Caller(
+        f"key:{key.prefix}",
+        frozenset(key.scopes),
+        key.rate_limit_per_minute,
+        owner_id=owner.pk if owner is not None else None,
+        owner_name=owner.get_username() if owner is not None else "",
+    )
 
 
 def admit(headers: Mapping[str, str], client_address: str) -> Caller | Refusal:

@@ -65,6 +65,9 @@ class Caller:
     rate_limit: int | None = None
     # May make this server start a process (a stdio provider): the local user of stdio only.
     may_start_processes: bool = False
+    # The user an API key acts for (its owner), by id and name; None for a key without one.
+    owner_id: int | None = None
+    owner_name: str = ""
 
 
 @dataclass
@@ -269,6 +272,7 @@ def _answer(
         context.caller = caller.identity
         context.scopes = caller.scopes
         context.may_start_processes = caller.may_start_processes
+        context.owner_id, context.owner_name = caller.owner_id, caller.owner_name
         result = dispatch.call_method(request, context)
     serialize = partial(_serialize, method, version, context.server)
     notes = [{"jsonrpc": "2.0", **note} for note in context.notifications]

@@ -75,6 +75,9 @@ class CallContext:
     caller: str = ""
     scopes: frozenset[str] = frozenset()
     may_start_processes: bool = False
+    # The user the caller's API key acts for (its owner), if any.
+    owner_id: int | None = None
+    owner_name: str = ""
     session_id: str = ""
     # The request's JSON-RPC id, as sent.
     request_id: Any = None
@@ -285,6 +288,18 @@ def _workflow_call(
     return call
 
 
+def builder_caller(context: CallContext) -> Caller:
+    """The caller as the services that change things take it: its key, its scopes and the
+    user the key acts for, who is named with it in the audit trail."""
+    return Caller(
+        actor=context.caller,
+        may_start_processes=context.may_start_processes,
+        scopes=context.scopes,
+        key_owner_id=context.owner_id,
+        key_owner_name=context.owner_name,
+    )
+
+
 def _check_tool_scope(name: str, scope: str, context: CallContext) -> None:
     if scope not in context.scopes:
         raise Forbidden(
@@ -319,7 +334,7 @@ def call_tool(params: types.CallToolRequestParams, context: CallContext) -> Answ
             "Call tools/list for their schemas."
         )
     context.progress(0, 1, f"{tool.name} started")
-    caller = Caller(actor=context.caller, may_start_processes=context.may_start_processes)
+    caller = builder_caller(context)
     try:
         answered = tool.call(params.arguments, caller)
     except ToolError as exc:

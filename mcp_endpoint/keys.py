@@ -113,7 +113,8 @@ def _authenticate(raw: str) -> AuthResult:
     prefix, _, secret = rest.partition("_")
     if marker != KEY_MARKER or not prefix or not secret:
         return AuthResult(None, "The API key is malformed: keys look like sy_<prefix>_<secret>.")
-    key = ApiKey.objects.filter(prefix=prefix).first()
+    # The owner with it: a key acts for its owner, who is named in the trail.
+    key = ApiKey.objects.select_related("owner").filter(prefix=prefix).first()
     if key is None or not hmac.compare_digest(key.secret_hash, _hash(secret)):
         return AuthResult(None, "The API key is not valid.")
     if key.is_revoked:

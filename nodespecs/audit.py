@@ -42,12 +42,40 @@ class Caller:
     """Who asks a service for a change, passed to it explicitly (never read from a
     thread-local): `actor` names them in the trail, `may_start_processes` says whether they
     may make this server start a process (`nodespecs.process_rights`), and `user` is the
-    signed-in user, if any, who authors revisions. Anyone else, such as an API caller, is
-    `Caller(actor="api-key:<prefix>")`: no right to start processes."""
+    signed-in user, if any, who authors revisions.
+
+    An API caller (`actor` "key:<prefix>") also carries its key's `scopes` and the user the
+    key acts for (`key_owner_id`, `key_owner_name`); people in the admin and operators'
+    commands carry `scopes` None: their rights are Django's permissions and the host's."""
 
     actor: str
     may_start_processes: bool = False
     user: AbstractBaseUser | None = None
+    scopes: frozenset[str] | None = None
+    key_owner_id: int | None = None
+    key_owner_name: str = ""
+
+    @property
+    def trail_name(self) -> str:
+        """How the trail names this caller: `actor`, with the user an API key acts for."""
+        return f"{self.actor} ({self.key_owner_name})" if self.key_owner_name else self.actor
+
+    @property
+    def is_api_caller(self) -> bool:
+        """True for a caller through an API key (MCP, REST), whose rights are its scopes."""
+        return self.scopes is not None
+
+    @property
+    def user_id(self) -> int | None:
+        """The user this caller acts for: the signed-in user, or an API key's owner."""
+        if self.user is not None:
+            return self.user.pk  # type: ignore[no-any-return]
+        return self.key_owner_id
+
+    def has_scope(self, scope: str) -> bool:
+        """Whether an API caller's key grants `scope`; people and operators always do (their
+        rights are checked elsewhere)."""
+        return self.scopes is None or scope in self.scopes
 
 
 def caller_user(user: AbstractBaseUser) -> Caller:

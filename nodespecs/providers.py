@@ -120,7 +120,7 @@ def provider_save(*, provider: Provider, caller: Caller) -> list[str]:
     provider.save()
     if changes:
         action = Action.CREATED if created else Action.CHANGED
-        audit_record(actor=caller.actor, action=action, target=provider, fields=changes)
+        audit_record(actor=caller.trail_name, action=action, target=provider, fields=changes)
     return changes
 
 
