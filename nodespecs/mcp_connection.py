@@ -18,6 +18,13 @@ class Connection:
     messages) and `timeout_seconds` (the default deadline of each call, and of starting the
     server) are not part of that identity. `env` and `headers` may hold secrets, so they are
     left out of the repr.
+
+    `egress_checked` (part of the identity: a checked and an unchecked connection to one URL
+    never share a session) marks a server that an agent or another caller without the right
+    to start processes declared: each of its connections, redirects and reconnections
+    included, goes only to addresses the egress policy allows (`nodespecs.egress`), and its
+    failures are told by their class only (`nodespecs.mcp_errors.explain`), the details going
+    to the log. Operators' and superusers' providers are not checked.
     """
 
     name: str = field(compare=False)
@@ -29,6 +36,11 @@ class Connection:
     url: str = ""
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     timeout_seconds: float = field(default=30.0, compare=False)
+    # A server an API caller declared (not an operator's provider): every connection to it
+    # is checked against the egress policy (nodespecs/egress.py). Part of the identity, so
+    # it never shares a session with an operator's unchecked one.
+    egress_checked: bool = False
+    egress_checked: bool = False
 
     def __post_init__(self) -> None:
         if self.transport not in TRANSPORTS:
