@@ -36,10 +36,6 @@ class Connection:
     url: str = ""
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     timeout_seconds: float = field(default=30.0, compare=False)
-    # A server an API caller declared (not an operator's provider): every connection to it
-    # is checked against the egress policy (nodespecs/egress.py). Part of the identity, so
-    # it never shares a session with an operator's unchecked one.
-    egress_checked: bool = False
     egress_checked: bool = False
 
     def __post_init__(self) -> None:
