@@ -311,6 +311,26 @@ MCP_CLIENT_MAX_RESULT_BYTES = int(os.environ.get("MCP_CLIENT_MAX_RESULT_BYTES", 
 # was set, which then refuse to start (nodespecs/process_rights.py, docs/providers.md).
 PROVIDER_ALLOWED_COMMANDS = env_list("PROVIDER_ALLOWED_COMMANDS", "")
 
+# Issue 24, parts 1-2 (nodespecs/builder_access.py): the registered providers any builder's
+# key may call in its drafts, by name, besides those opened in the admin (default: none, so a
+# new provider is the operators' alone); and how many servers of its own one key may declare.
+PROVIDERS_OPEN_TO_BUILDERS = env_list("PROVIDERS_OPEN_TO_BUILDERS", "")
+BUILDER_MAX_DECLARED_SERVERS = int(os.environ.get("BUILDER_MAX_DECLARED_SERVERS", "20"))
+
+# Issue 24, part 3 (egress policy, nodespecs/egress.py): a server an agent names in a workflow
+# is reached only at public addresses, judged after DNS on every connection. An operator may
+# exempt networks (comma-separated CIDRs, e.g. 10.20.0.0/16,fd12::/64), and refuse plain http.
+EGRESS_ALLOWED_NETWORKS = env_list("EGRESS_ALLOWED_NETWORKS", "")
+for _network in EGRESS_ALLOWED_NETWORKS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"EGRESS_ALLOWED_NETWORKS: {_network!r} is not a network; write CIDRs separated by "
+            "commas, e.g. 10.20.0.0/16,fd12::/64."
+        ) from None
+EGRESS_REQUIRE_HTTPS = env_bool("EGRESS_REQUIRE_HTTPS", default=False)
+
 # Node knowledge (issue 13): the longest search_nodes query answered. A search stems every
 # word of its query (tens of microseconds each); what a node should do fits in a few
 # sentences, and a 120,000-word query once held a process for 20 s. Over either limit, the

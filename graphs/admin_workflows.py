@@ -20,6 +20,7 @@ from graphs.admin_display import DrawingMedia, drawing_html, yaml_html
 from graphs.admin_forms import TestRunForm, WorkflowForm
 from graphs.drawing import draw_graph
 from graphs.models import Workflow, WorkflowGroup, WorkflowVersion
+from graphs.rights import group_owner_names
 from graphs.runs import RunRequest, WorkflowCallError, workflow_call
 from graphs.services import group_save, workflow_publish, workflow_save, workflow_save_draft
 from nodespecs.admin_audit import AuditedAdmin, admin_user
@@ -173,11 +174,23 @@ class WorkflowAdmin(AuditedAdmin):
         return TemplateResponse(request, "admin/graphs/workflow/test_run.html", context)
 
 
-class WorkflowGroupAdmin(admin.ModelAdmin):
-    list_display = ("name", "title", "version", "endpoint")
+class WorkflowGroupAdmin(AuditedAdmin):
+    list_display = ("name", "title", "version", "endpoint", "owner_list")
     search_fields = ("name", "title", "slug")
-    fields = ("name", "title", "version", "instructions", "endpoint")
-    readonly_fields = ("endpoint",)
+    fields = ("name", "title", "version", "instructions", "endpoint", "owners", "owner_key")
+    readonly_fields = ("endpoint", "owner_key")
+    filter_horizontal = ("owners",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[WorkflowGroup]:
+        return super().get_queryset(request).prefetch_related("owners")
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        # Whoever makes a group owns it, unless they choose otherwise.
+        return {**super().get_changeform_initial_data(request), "owners": [request.user.pk]}
+
+    @admin.display(description="owners")
+    def owner_list(self, group: WorkflowGroup) -> str:
+        return group_owner_names(group)
 
     @admin.display(description="MCP endpoint")
     def endpoint(self, group: WorkflowGroup) -> str:

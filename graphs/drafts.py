@@ -25,6 +25,7 @@ from graphs.engine.flat_form import nested_form
 from graphs.engine.problems import Problem
 from graphs.files import GraphFileError, graph_document, graph_import, provider_entry
 from graphs.models import Workflow, WorkflowGroup, WorkflowVersion
+from graphs.rights import group_change_refusal
 from graphs.services import workflow_publish
 from graphs.validation import read_definition, validate_workflow
 from nodespecs.audit import Caller
@@ -48,6 +49,12 @@ class DraftSaved:
     workflow: str
     version: int
     created: bool
+
+
+def _refuse(refusal: str | None) -> None:
+    """Stop with `refusal` (a right the caller lacks), when there is one."""
+    if refusal is not None:
+        raise DraftRefused(refusal)
 
 
 def _document(definition: str | dict[str, Any]) -> dict[str, Any]:
@@ -139,6 +146,11 @@ def draft_create(
             f"`group` is {group!r} but the definition's server.name is "
             f"{server.get('name')!r}: they must be equal (or leave `group` out)."
         )
+    server = document["server"]
+    group_name = server.get("name") if isinstance(server, dict) else None
+    existing_group = WorkflowGroup.objects.filter(name=group_name).first() if group_name else None
+    if existing_group is not None:
+        _refuse(group_change_refusal(existing_group, caller, "create workflows"))
     name = document["tools"][0].get("name") if isinstance(document["tools"][0], dict) else None
     if isinstance(name, str) and Workflow.objects.filter(name=name).exists():
         raise DraftRefused(
@@ -174,6 +186,7 @@ def draft_update(
     applied to the document of its latest draft (or of its published version when it has
     no draft newer). The definition keeps the workflow's name and group."""
     workflow = _workflow(name)
+    _refuse(group_change_refusal(workflow.group, caller, "change workflows"))
     if (definition is None) == (patch is None):
         raise DraftRefused("Send either `definition` (the whole new one) or `patch`, not both.")
     if patch is not None:
@@ -226,10 +239,15 @@ def _workflow(name: str) -> Workflow:
     return workflow
 
 
-def version_of(*, name: str, number: int | None) -> WorkflowVersion:
-    """Version `number` of workflow `name`; by default its latest draft, else the published
-    one. `DraftRefused` names what exists when either is unknown."""
-    return _version(_workflow(name), number)
+def version_to_test(*, name: str, number: int | None, caller: Caller) -> WorkflowVersion:
+    """Version `number` of workflow `name` for `caller` to test; by default its latest draft,
+    else the published one. `DraftRefused` names what exists when either is unknown, and
+    refuses a draft (never served) to anyone but the group's owners and workflows:admin."""
+    workflow = _workflow(name)
+    version = _version(workflow, number)
+    if version.published_at is None:
+        _refuse(group_change_refusal(workflow.group, caller, "test drafts"))
+    return version
 
 
 def _version(workflow: Workflow, number: int | None) -> WorkflowVersion:
@@ -250,7 +268,9 @@ def version_publish(*, name: str, number: int, caller: Caller) -> WorkflowVersio
     """Serve version `number` of workflow `name` from now on, after validating it again
     against today's providers (a version that no longer validates is refused with its
     problems)."""
-    version = _version(_workflow(name), number)
+    workflow = _workflow(name)
+    _refuse(group_change_refusal(workflow.group, caller, "publish workflows"))
+    version = _version(workflow, number)
     _validated(version_document(version), caller, None)
     try:
         # The workflow as published now, for the version's status; `workflow_publish` has

@@ -6,8 +6,10 @@ Exporting a group writes a file that imports back to the same workflows.
 
 An import names its caller: only one who may start processes (a superuser, an operator's
 command) may bring in a stdio server that is not already a registered provider
-(`graphs.services.workflow_providers`), and the workflows it writes are recorded in the
-audit trail under the caller's name.
+(`graphs.services.workflow_providers`); an API caller changes only the groups it owns
+(graphs/rights.py), owns the groups it creates, and uses only the providers open to it
+(nodespecs/builder_access.py). The workflows it writes are recorded in the audit trail under
+the caller's name.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from graphs.engine import (
     tool_to_dict,
 )
 from graphs.models import Workflow, WorkflowGroup
+from graphs.rights import group_change_refusal, group_take_ownership
 from graphs.services import (
     LIMIT_KEYS,
     group_save,
@@ -39,6 +42,7 @@ from graphs.services import (
     workflow_tool_mapping,
 )
 from nodespecs.audit import Caller, audit_report
+from nodespecs.builder_access import provider_refusal
 from nodespecs.mcp_client import Connection
 from nodespecs.models import Provider
 from nodespecs.reports import ChangeReport
@@ -104,16 +108,23 @@ def graph_import(
         raise GraphFileError(str(exc)) from None
     meta = definition.server
     group = WorkflowGroup.objects.filter(name=meta.name).first() or WorkflowGroup(name=meta.name)
-    if publish or group.pk is None:  # a draft leaves the served group's metadata alone
+    is_new_group = group.pk is None
+    if not is_new_group:
+        _refuse(group_change_refusal(group, caller, "create or change workflows"))
+    if publish or is_new_group:  # a draft leaves the served group's metadata alone
         group.version, group.title = meta.version, meta.title
         group.instructions = meta.instructions
         group_save(group)
+    if is_new_group:
+        group_take_ownership(group, caller)
     report = GraphImportReport(group=group.name)
     registered = {
         name: provider
         for name, server in definition.mcp_servers.items()
         if (provider := registered_as(server)) is not None
     }
+    for name, provider in registered.items():
+        _refuse(provider_refusal(provider, caller, name))
     connections = {
         name: server_connection(server, base_dir)
         for name, server in definition.mcp_servers.items()
@@ -127,8 +138,10 @@ def graph_import(
     report.providers = {name: provider.name for name, provider in providers.items()}
     limits = {key: getattr(definition.limits, attr) for key, attr in LIMIT_KEYS.items()}
     for tool in definition.tools:
-        workflow = Workflow.objects.filter(name=tool.name).first()
+        workflow = Workflow.objects.select_related("group").filter(name=tool.name).first()
         created = workflow is None
+        if workflow is not None and workflow.group_id != group.pk:
+            _refuse(group_change_refusal(workflow.group, caller, "move workflows"))
         if workflow is None:
             workflow = Workflow(name=tool.name, group=group)
         elif publish:
@@ -156,6 +169,12 @@ def graph_import(
     changed = Workflow.objects.filter(name__in=report.created + report.updated)
     audit_report(actor=caller.trail_name, report=report, objects=changed)
     return report
+
+
+def _refuse(refusal: str | None) -> None:
+    """Stop the import with `refusal`, when there is one."""
+    if refusal is not None:
+        raise GraphFileError(refusal)
 
 
 def registered_as(server: ServerConfig) -> Provider | None:

@@ -8,6 +8,7 @@ leaves the history up to the crash.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 from django.urls import reverse
 from django.utils import timezone
@@ -31,6 +32,20 @@ class WorkflowGroup(models.Model):
     version = models.CharField(max_length=50, default="1.0.0")
     title = models.CharField(max_length=200, blank=True)
     instructions = models.TextField(blank=True)
+    # Who may change and publish the group's workflows through the API, besides keys with
+    # workflows:admin (graphs/rights.py). A group without owners is the operators' alone.
+    owners = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="workflow_groups",
+        help_text="Users whose API keys may change and publish this group's workflows.",
+    )
+    owner_key = models.CharField(
+        max_length=150,
+        blank=True,
+        editable=False,
+        help_text="An API key without an owner that created the group (key:<prefix>) owns it.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

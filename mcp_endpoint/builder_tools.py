@@ -152,7 +152,7 @@ class TestWorkflowArguments(StrictArguments):
 
 
 def _test(arguments: TestWorkflowArguments, caller: Caller) -> StartRun:
-    version = drafts.version_of(name=arguments.name, number=arguments.version)
+    version = drafts.version_to_test(name=arguments.name, number=arguments.version, caller=caller)
     answers = run_mocks.mock_answers(version, arguments.mocks, mock_all=arguments.mock_all)
     definition = version.definition
     tool = WorkflowTool(
@@ -331,7 +331,8 @@ BUILDER_TOOLS: tuple[ToolDefinition, ...] = (
         description=(
             "Store a new draft of a workflow: a whole new definition, or a JSON Patch applied "
             "to get_workflow's definition of the latest draft (or the published version). "
-            "Validated first; the published version keeps being served until you publish."
+            "Validated first; the published version keeps being served until you publish. "
+            "Only the owners of the workflow's group (or workflows:admin) may."
         ),
         arguments=UpdateWorkflowArguments,
         output_schema=_SAVED,
@@ -344,12 +345,13 @@ BUILDER_TOOLS: tuple[ToolDefinition, ...] = (
         title="Publish a workflow version",
         description=(
             "Serve a version of a workflow as its tool from now on (a draft, or an earlier "
-            "version to roll back to), after validating it again against today's servers."
+            "version to roll back to), after validating it again against today's servers. "
+            "Needs the scope workflows:publish and ownership of the workflow's group."
         ),
         arguments=PublishWorkflowArguments,
         output_schema=_SAVED,
         handler=_refusals_answered(_publish),
-        scope="workflows:write",
+        scope="workflows:publish",
         writes=True,
     ),
     ToolDefinition(

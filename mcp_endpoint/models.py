@@ -14,7 +14,12 @@ class Scope(models.TextChoices):
     TOOLS_EXECUTE = "tools:execute", "Call tools"
     RESOURCES_READ = "resources:read", "List and read resources"
     RUNS_READ = "runs:read", "Read every workflow run and its node executions"
-    WORKFLOWS_WRITE = "workflows:write", "Create, change and publish workflows"
+    WORKFLOWS_WRITE = "workflows:write", "Create and change drafts of workflows, and test them"
+    WORKFLOWS_PUBLISH = "workflows:publish", "Publish a version of a workflow (serve it as a tool)"
+    WORKFLOWS_ADMIN = (
+        "workflows:admin",
+        "Change and publish every group's workflows and use every provider (operators' tools)",
+    )
     HEALTH_CHECK = "health:check", "Read the health endpoint"
     METRICS_READ = "metrics:read", "Scrape the Prometheus metrics at /metrics"
 

@@ -25,7 +25,7 @@ from django.urls import reverse
 from django.utils.html import escape, format_html_join
 
 from nodespecs.admin_audit import AuditedAdmin, admin_user
-from nodespecs.audit import Caller, actor_user, audit_refresh, caller_user
+from nodespecs.audit import Action, Caller, actor_user, audit_record, audit_refresh, caller_user
 from nodespecs.models import Provider
 from nodespecs.providers import (
     ProviderRefreshError,
@@ -112,6 +112,8 @@ SERVER_FIELDS = (
     "headers",
     "timeout_seconds",
 )
+# Who may use the provider in a workflow they build (nodespecs/builder_access.py).
+BUILDER_FIELDS = ("open_to_builders", "builders")
 # What a user who may not start processes sees of a stdio server's settings, read-only.
 # `env` is left out altogether: its values are secrets, and a read-only field shows values.
 STDIO_READONLY_FIELDS = ("command", "args", "cwd")
@@ -138,7 +140,7 @@ class ProviderForm(forms.ModelForm):
 
     class Meta:
         model = Provider
-        fields = ("name", "title", "enabled", *SERVER_FIELDS)
+        fields = ("name", "title", "enabled", *SERVER_FIELDS, *BUILDER_FIELDS)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -195,6 +197,23 @@ class _ToolCounts(TypedDict):
     tool_available: int
 
 
+class DeclaredFilter(admin.SimpleListFilter):
+    """Operators' providers apart from the servers builders declared in their workflows."""
+
+    title = "registered by"
+    parameter_name = "declared"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("no", "an operator (catalog)"), ("yes", "a builder's workflow")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Provider]) -> QuerySet[Provider]:
+        if self.value() == "no":
+            return queryset.filter(declared_by="")
+        if self.value() == "yes":
+            return queryset.exclude(declared_by="")
+        return queryset
+
+
 @admin.register(Provider)
 class ProviderAdmin(AuditedAdmin):
     form = ProviderForm
@@ -207,15 +226,33 @@ class ProviderAdmin(AuditedAdmin):
         "last_refreshed_at",
         "error",
     )
-    list_filter = ("enabled", "transport")
-    search_fields = ("name", "title", "command", "url")
+    list_filter = ("enabled", "transport", "open_to_builders", DeclaredFilter)
+    search_fields = ("name", "title", "command", "url", "declared_by")
     actions = ["refresh_tools"]
-    readonly_fields = ("last_refreshed_at", "last_error", "tools", "created_at", "updated_at")
+    readonly_fields = (
+        "last_refreshed_at",
+        "last_error",
+        "tools",
+        "declared_by",
+        "declared_for",
+        "created_at",
+        "updated_at",
+    )
+    filter_horizontal = ("builders",)
     fieldsets = (
         (None, {"fields": ("name", "title", "enabled")}),
         (
             "Server",
             {"fields": SERVER_FIELDS},
+        ),
+        (
+            "Builders",
+            {
+                "fields": (*BUILDER_FIELDS, "declared_by", "declared_for"),
+                "description": "Which API keys may call this provider's tools in the "
+                "workflows they build (keys with workflows:admin always may). A server a "
+                "builder declared belongs to its workflows only.",
+            },
         ),
         ("Tools", {"fields": ("last_refreshed_at", "last_error", "tools")}),
         ("Record", {"fields": ("created_at", "updated_at")}),
@@ -264,8 +301,16 @@ class ProviderAdmin(AuditedAdmin):
     def save_related(
         self, request: HttpRequest, form: forms.ModelForm, formsets: Any, change: bool
     ) -> None:
-        # Skips AuditedAdmin's event: provider_save recorded this change already.
+        # Skips AuditedAdmin's event: provider_save recorded this change already, but for
+        # its builders, which are saved only now.
         super(AuditedAdmin, self).save_related(request, form, formsets, change)
+        if "builders" in form.changed_data:
+            audit_record(
+                actor=actor_user(admin_user(request)),
+                action=Action.CHANGED,
+                target=form.instance,
+                fields=["builders"],
+            )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Provider]:
         return (

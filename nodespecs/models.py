@@ -117,6 +117,39 @@ class Provider(models.Model):
         help_text="How long a call (and starting the server) may take.",
     )
     enabled = models.BooleanField(default=True)
+    # Who may use it in a draft through the API (nodespecs/builder_access.py): keys with
+    # workflows:admin always; other builders only where an operator opened it to them.
+    open_to_builders = models.BooleanField(
+        "open to any builder",
+        default=False,
+        help_text="Any API key that builds workflows may call this provider's tools (with its "
+        "stored headers and env). Off: operators only, and the builders listed below.",
+    )
+    builders = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="+",
+        help_text="Users whose API keys may call this provider's tools in their drafts.",
+    )
+    # A server an API caller named in a workflow's mcpServers: it belongs to that caller's
+    # workflows, is not in the catalog, is never refreshed, and is reached only where the
+    # egress policy allows (nodespecs/egress.py).
+    declared_by = models.CharField(
+        max_length=150,
+        blank=True,
+        editable=False,
+        help_text="The API key (key:<prefix>) whose workflow declared this server; empty for "
+        "providers an operator registered.",
+    )
+    declared_for = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        editable=False,
+        help_text="The user that key acts for.",
+    )
     last_refreshed_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_error = models.TextField(blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -173,6 +206,7 @@ class Provider(models.Model):
             url=self.url,
             headers=headers,
             timeout_seconds=self.timeout_seconds,
+            egress_checked=bool(self.declared_by),
         )
 
 

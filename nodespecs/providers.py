@@ -21,7 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from nodespecs import mcp_client
+from nodespecs import builder_access, mcp_client
 from nodespecs.audit import Action, Caller, audit_record
 from nodespecs.models import NodeSpec, Provider
 from nodespecs.process_rights import PROCESS_FIELDS, command_refusal, stdio_refusal
@@ -34,7 +34,7 @@ from nodespecs.tool_specs import tool_document
 # Settings that make two providers the same server (everything but name, title, state).
 _SETTINGS = ("transport", "command", "args", "env", "cwd", "url", "headers", "timeout_seconds")
 # The fields a person sets: a change to any of them is recorded in the audit trail.
-_EDITABLE = ("name", "title", "enabled", *_SETTINGS)
+_EDITABLE = ("name", "title", "enabled", "open_to_builders", *_SETTINGS)
 
 
 class ProviderRefreshError(Exception):
@@ -126,28 +126,54 @@ def provider_save(*, provider: Provider, caller: Caller) -> list[str]:
 
 def provider_find(connection: mcp_client.Connection) -> Provider | None:
     """The registered provider with exactly the settings of `connection`, whatever its name."""
+    return next(iter(_matches(connection)), None)
+
+
+def _matches(connection: mcp_client.Connection) -> list[Provider]:
+    """Every provider with exactly the settings of `connection`."""
     settings = _settings_of(connection)
     exact = {key: settings[key] for key in ("transport", "command", "cwd", "url")}
-    for provider in Provider.objects.filter(**exact, timeout_seconds=connection.timeout_seconds):
-        # args, env and headers are JSON: compared here, where dict order does not matter.
-        if all(getattr(provider, key) == settings[key] for key in _SETTINGS):
-            return provider
-    return None
+    providers = Provider.objects.filter(**exact, timeout_seconds=connection.timeout_seconds)
+    # args, env and headers are JSON: compared here, where dict order does not matter.
+    return [p for p in providers if all(getattr(p, key) == settings[key] for key in _SETTINGS)]
+
+
+def provider_reused(connection: mcp_client.Connection, caller: Caller) -> Provider | None:
+    """The existing provider a definition's server is for `caller`, if any: one with exactly
+    its settings; for an API caller's HTTP or SSE server, only one that caller declared
+    before, never an operator's provider that happens to have the same address."""
+    matches = _matches(connection)
+    if builder_access.declares_servers(caller) and connection.transport != Provider.Transport.STDIO:
+        matches = [p for p in matches if builder_access.is_own_declared(p, caller)]
+    return matches[0] if matches else None
 
 
 def provider_get_or_create(
     *, name: str, connection: mcp_client.Connection, caller: Caller
 ) -> Provider:
-    """The provider for a server: an existing one with identical settings, whatever its name,
-    else a new one named after `name` (made a valid provider name; `-2`, `-3`... appended
-    when another server has it), saved by `provider_save` for `caller`.
+    """The provider for a server a definition names: an existing one with identical settings,
+    whatever its name, else a new one named after `name` (made a valid provider name; `-2`,
+    `-3`... appended when another server has it), saved by `provider_save` for `caller`.
+
+    For an API caller (`builder_access.declares_servers`) an HTTP or SSE server is one of its
+    own declared servers, reused when it declared the same before, never an operator's
+    provider that happens to have the same address; a stdio server must be a registered
+    provider the caller may use.
 
     Raises `django.core.exceptions.ValidationError` when the settings are invalid or the
-    caller may not register this server.
+    caller may not register or use this server.
     """
-    existing = provider_find(connection)
+    existing = provider_reused(connection, caller)
     if existing is not None:
+        refusal = builder_access.provider_refusal(existing, caller, name)
+        if refusal is not None:
+            raise ValidationError(refusal)
         return existing
+    declares = builder_access.declares_servers(caller)
+    if declares and connection.transport != Provider.Transport.STDIO:
+        refusal = builder_access.declared_server_refusal(caller)
+        if refusal is not None:
+            raise ValidationError(refusal)
     base = slugify(name).lower()[:30] or "server"
     taken = set(Provider.objects.filter(name__startswith=base).values_list("name", flat=True))
     candidate, number = base, 1
@@ -155,6 +181,8 @@ def provider_get_or_create(
         number += 1
         candidate = f"{base}-{number}"
     provider = Provider(name=candidate, title=name, **_settings_of(connection))
+    if declares:
+        provider.declared_by, provider.declared_for_id = caller.actor, caller.user_id
     provider_save(provider=provider, caller=caller)
     return provider
 
@@ -174,6 +202,12 @@ def provider_refresh(*, provider: Provider) -> RefreshReport:
     if not provider.enabled:
         message = f"Provider {provider.name!r} is disabled: enable it to refresh its tools."
         raise ProviderRefreshError(message)
+    if provider.declared_by:
+        raise ProviderRefreshError(
+            f"Provider {provider.name!r} is a server {provider.declared_by} declared in its "
+            "workflow: its tools never enter the catalog. To offer them to every builder, "
+            "register the server as a provider of your own and refresh that."
+        )
     try:
         tools = mcp_client.list_tools(provider.connection())
     except mcp_client.DownstreamError as exc:

@@ -26,7 +26,8 @@ class Command(BaseCommand):
                 known = ", ".join(Provider.objects.values_list("name", flat=True)) or "none"
                 raise CommandError(f"No provider named {', '.join(unknown)}. Providers: {known}.")
         else:
-            providers = list(Provider.objects.filter(enabled=True))
+            # Servers builders declared in their workflows never enter the catalog.
+            providers = list(Provider.objects.filter(enabled=True, declared_by=""))
             if not providers:
                 self.stdout.write("No enabled providers: add one in the admin first.")
                 return
