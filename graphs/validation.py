@@ -15,6 +15,9 @@ only the database and settings know:
   by a caller who may start processes, and only with a command PROVIDER_ALLOWED_COMMANDS
   allows (the rule of graphs.services.workflow_providers, checked here without registering
   anything);
+- the egress policy (nodespecs/egress.py): an HTTP or SSE server that no operator registered,
+  named by a caller who may not start processes, whose host resolves to an address the
+  policy refuses (the DNS lookups bounded by a short timeout);
 - the limit ceilings (graphs/limits.py);
 - with `name`, the published version of that workflow, whose callers a change may break.
 
@@ -39,6 +42,7 @@ from graphs.files import registered_as, server_connection
 from graphs.limits import CEILINGS, limit_ceilings
 from graphs.models import Workflow
 from nodespecs.audit import Caller
+from nodespecs.egress import url_refusals
 from nodespecs.models import NodeSpec, NodeType, Provider
 from nodespecs.process_rights import command_refusal, stdio_refusal
 from nodespecs.providers import provider_find
@@ -132,6 +136,9 @@ class _ServerIndex:
         # A declared server is the provider import binds it to, or none: never another
         # provider that happens to have its name (import would register a new one).
         self._declared = {str(name) for name in section}
+        # Servers the egress policy judges (nodespecs/egress.py): an HTTP/SSE server that
+        # no operator registered, named by a caller who may not start processes.
+        checked_urls: dict[str, str] = {}
         for name, settings in section.items():
             config = parse_server(str(name), settings, [])
             if config is None:
@@ -146,6 +153,12 @@ class _ServerIndex:
                 self._bound[config.name] = found
             if connection.transport == Provider.Transport.STDIO:
                 self._check_rights(config.name, connection.command, connection.env, found, caller)
+            elif not caller.may_start_processes and (found is None or found.declared_by):
+                checked_urls[config.name] = connection.url
+        for name, refusal in url_refusals(checked_urls).items():
+            message = f"server {name!r}: refused by the egress policy: {refusal.reason}"
+            at = ("mcpServers", name, "url")
+            self.refused.append(error("server_address_refused", message, at))
 
     def _check_rights(
         self,

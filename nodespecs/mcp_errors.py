@@ -4,11 +4,19 @@ from what the connection's transport saw (`nodespecs.mcp_transports.Diagnostics`
 server's exit code and last stderr lines, an HTTP status, an answer over the size limit.
 What the server said is quoted with the connection's secrets redacted.
 
+A connection marked `egress_checked` (a server an agent declared) is told only the class of its
+failure: refused by the egress policy (which class of address, which setting would allow it),
+unreachable, timed out, not an MCP server, or an answer over the size limit; never what the
+server said (bodies, reason phrases, headers), nor whether a connection was refused or reset,
+nor an HTTP status, which would make the service a port scanner of whatever the agent names.
+The full explanation goes to the log (`nodespecs.mcp_client`), for operators.
+
 Used by `nodespecs.mcp_pool`, `nodespecs.mcp_client` and `nodespecs.mcp_transports`.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import TYPE_CHECKING
 
@@ -18,11 +26,14 @@ import pydantic
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED
 
+from nodespecs.egress import EgressRefused
 from nodespecs.mcp_limits import SDK_SSE_EVENT_BYTES, TOO_LARGE_MARK, message_limit
 
 if TYPE_CHECKING:
     from nodespecs.mcp_connection import Connection
     from nodespecs.mcp_transports import Diagnostics
+
+logger = logging.getLogger("nodespecs.mcp_client")
 
 # How long to wait for a dead server's last stderr output before explaining its death.
 STDERR_SETTLE_SECONDS = 1.0
@@ -106,7 +117,76 @@ async def explain(
 ) -> DownstreamError:
     """Turn whatever the SDK or a transport raised into a DownstreamError that says what
     went wrong and what to check. `during` says when, e.g. "while starting". What the server
-    or the transport said is quoted with the connection's secrets redacted."""
+    or the transport said is quoted with the connection's secrets redacted; for an
+    egress-checked connection, only the class of the failure is said, and the full
+    explanation is logged."""
+    detailed = await _explain_in_detail(exc, connection, diagnostics, during=during)
+    if not connection.egress_checked:
+        return detailed
+    logger.warning("egress-checked server failed: %s", detailed)
+    return _failure_class(exc, connection, diagnostics, detailed, during=during)
+
+
+def _egress_refusal(exc: BaseException, diagnostics: Diagnostics) -> EgressRefused | None:
+    """The egress policy's refusal behind a failure: noted by the transport, or found among
+    the exceptions and their causes."""
+    if diagnostics.egress_refusal is not None:
+        return diagnostics.egress_refusal
+    for leaf in _leaves(exc):
+        cause: BaseException | None = leaf
+        for _ in range(10):
+            if cause is None:
+                break
+            if isinstance(cause, EgressRefused):
+                return cause
+            cause = cause.__cause__ or cause.__context__
+    return None
+
+
+def _failure_class(
+    exc: BaseException,
+    connection: Connection,
+    diagnostics: Diagnostics,
+    detailed: DownstreamError,
+    *,
+    during: str,
+) -> DownstreamError:
+    """What an egress-checked connection's caller is told: the class of the failure only."""
+    where = connection.describe()
+    details = "the details are in this service's log, for its operators"
+    refusal = _egress_refusal(exc, diagnostics)
+    if refusal is not None:
+        return DownstreamError(
+            f"{where} was not contacted {during}: refused by the egress policy ({refusal.reason})."
+        )
+    if diagnostics.too_large or TOO_LARGE_MARK in str(detailed):
+        return detailed  # our own limit, and nothing the server said
+    leaves = [
+        leaf for leaf in _leaves(exc) if not isinstance(leaf, anyio.get_cancelled_exc_class())
+    ]
+    leaf = leaves[0] if leaves else exc
+    if isinstance(detailed, DownstreamTimeout) or isinstance(
+        leaf, (httpx2.TimeoutException, TimeoutError)
+    ):
+        return DownstreamTimeout(
+            f"{where} failed {during}: timed out. Check that the server answers at its URL, "
+            f"or raise the timeout; {details}."
+        )
+    if isinstance(leaf, (httpx2.ConnectError, httpx2.UnsupportedProtocol, OSError)):
+        return DownstreamError(
+            f"{where} failed {during}: unreachable. Check the URL, and that the server is up "
+            f"at a public address; {details}."
+        )
+    return DownstreamError(
+        f"{where} failed {during}: not an MCP server, or it failed the request. Check the URL "
+        f"(the MCP endpoint, e.g. /mcp) and the server; {details}."
+    )
+
+
+async def _explain_in_detail(
+    exc: BaseException, connection: Connection, diagnostics: Diagnostics, *, during: str
+) -> DownstreamError:
+    """`explain`'s message with everything the transport saw."""
     said = diagnostics.redact
     leaves = [
         leaf for leaf in _leaves(exc) if not isinstance(leaf, anyio.get_cancelled_exc_class())

@@ -15,6 +15,12 @@ Every message is measured as it arrives, against MCP_CLIENT_MAX_RESULT_BYTES
 SSE connection is then given up (the rest of the stream cannot be trusted to resynchronise);
 over Streamable HTTP only that request fails.
 
+A connection marked `egress_checked` (a server an agent declared) connects only where the
+egress policy allows (`nodespecs.egress.checked_transport` under its HTTP client: every
+connection, redirects and reconnections included, is judged after DNS and made to the judged
+address), never through a proxy from the environment; what its server said is logged for
+operators rather than kept for messages, which say only the class of a failure.
+
 A stdio server gets the SDK's safe environment (PATH, HOME...), this process's
 `npm_config_*` variables and the connection's own `env`, nothing else of ours.
 """
@@ -37,6 +43,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 from opentelemetry.propagate import inject
 
+from nodespecs.egress import EgressPolicy, EgressRefused, checked_transport
 from nodespecs.mcp_errors import STDERR_SETTLE_SECONDS, DownstreamError
 from nodespecs.mcp_limits import count_as_it_arrives, message_limit
 from nodespecs.mcp_stdio import stdio_transport
@@ -135,6 +142,10 @@ class Diagnostics:
         # last one's error, which quotes the start of it.
         self.unreadable = 0
         self.last_unreadable = ""
+        # For an egress-checked connection (set by `open_transport`): what the server said is
+        # logged, and kept out of `oddities`; and the policy's refusal, if it refused one.
+        self.class_only = False
+        self.egress_refusal: EgressRefused | None = None
 
     def redact(self, text: str) -> str:
         """`text` (something the server said) without the connection's secrets."""
@@ -148,10 +159,20 @@ class Diagnostics:
         self.unreadable += 1
         text = self.redact(" ".join(str(error).split()))
         self.last_unreadable = text if len(text) <= 300 else text[:297] + "..."
+        if self.class_only:
+            logger.info("an egress-checked server sent a message that is not JSON-RPC: %s", text)
+
+    def note_refused(self, refusal: EgressRefused) -> None:
+        """The egress policy refused a connection (logged, and remembered for the error)."""
+        self.egress_refusal = refusal
+        logger.warning("egress policy: refused a connection: %s", refusal.for_log())
 
     def oddities(self) -> str:
         """What the server sent that was not a usable answer, as a clause for a timeout
-        message ("; it sent ..."), or ""."""
+        message ("; it sent ..."), or "" (always for an egress-checked connection, whose
+        server's words are only logged)."""
+        if self.class_only:
+            return ""
         parts = []
         if self.unreadable:
             parts.append(
@@ -287,6 +308,13 @@ def _http_client(connection: Connection, diagnostics: Diagnostics, **kwargs: Any
             if response.status_code >= 400
             else None
         )
+        if diagnostics.class_only and response.status_code >= 300:
+            logger.info(
+                "%s answered HTTP %s %s",
+                connection.describe(),
+                response.status_code,
+                diagnostics.redact(response.reason_phrase),
+            )
         count_as_it_arrives(response, limit, on_too_large)
 
     async def carry_trace(request: httpx2.Request) -> None:
@@ -294,6 +322,12 @@ def _http_client(connection: Connection, diagnostics: Diagnostics, **kwargs: Any
         # current (it put the same traceparent in the message's `_meta`); nothing without one.
         inject(request.headers)
 
+    if connection.egress_checked:
+        # A transport of our own also keeps proxies from the environment out: through a
+        # proxy, the address judged would be the proxy's.
+        kwargs["transport"] = checked_transport(
+            EgressPolicy.from_settings(), on_refused=diagnostics.note_refused
+        )
     return httpx2.AsyncClient(
         **{"headers": dict(connection.headers), **kwargs},
         event_hooks={"request": [carry_trace], "response": [note_status]},
@@ -305,6 +339,8 @@ def open_transport(
 ) -> Any:
     """The SDK transport for `connection` (an async context manager of its streams);
     `on_end` is called when the server's side of it ends."""
+
+    diagnostics.class_only = connection.egress_checked
 
     @asynccontextmanager
     async def watched() -> AsyncIterator[TransportStreams]:
