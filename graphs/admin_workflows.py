@@ -120,7 +120,7 @@ class WorkflowAdmin(AuditedAdmin):
         change_url = reverse("admin:graphs_workflow_change", args=[workflow.pk])
         if request.method == "POST":
             try:
-                workflow_publish(version=version)
+                workflow_publish(version=version, caller=caller_user(admin_user(request)))
             except ValidationError as exc:
                 self.message_user(
                     request,

@@ -25,6 +25,7 @@ from graphs.engine.flat_form import nested_form
 from graphs.engine.problems import Problem
 from graphs.files import GraphFileError, graph_document, graph_import, provider_entry
 from graphs.models import Workflow, WorkflowGroup, WorkflowVersion
+from graphs.patching import PatchRefused, apply_patch_within_budget
 from graphs.rights import group_change_refusal
 from graphs.services import workflow_publish
 from graphs.validation import read_definition, validate_workflow
@@ -191,19 +192,10 @@ def draft_update(
         raise DraftRefused("Send either `definition` (the whole new one) or `patch`, not both.")
     if patch is not None:
         base = version_document(_base_version(workflow))
-        try:
-            document = jsonpatch.apply_patch(base, patch)
-        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
-            raise DraftRefused(
-                f"The patch cannot be applied: {exc}. Paths are JSON Pointers into the document "
-                "get_workflow returns (e.g. /tools/0/nodes/1/args/path)."
-            ) from None
-        except (TypeError, ValueError) as exc:
-            raise DraftRefused(
-                f"The patch is not a JSON Patch (RFC 6902): {exc}. Send a list of "
-                'operations such as {"op": "replace", "path": "/tools/0/description", '
-                '"value": "..."}.'
-            ) from None
+        try:  # op by op, each within the definition's size budget (graphs/patching.py)
+            document = apply_patch_within_budget(base, patch)
+        except PatchRefused as exc:
+            raise DraftRefused(str(exc)) from None
         document = _document(document)
     else:
         document = _document(definition)  # type: ignore[arg-type]  # one of the two is set
@@ -275,7 +267,7 @@ def version_publish(*, name: str, number: int, caller: Caller) -> WorkflowVersio
     try:
         # The workflow as published now, for the version's status; `workflow_publish` has
         # set the version's `published_at` itself.
-        version.workflow = workflow_publish(version=version)
+        version.workflow = workflow_publish(version=version, caller=caller)
     except ValidationError as exc:
         raise DraftRefused(
             f"Version {number} of {name!r} cannot be served: {'; '.join(exc.messages)}"

@@ -19,7 +19,7 @@ from graphs.engine import DefinitionError, ExecutionLimits, ToolGraph, parse_too
 from graphs.limits import limits_above_ceilings
 from graphs.models import Workflow, WorkflowGroup, WorkflowVersion
 from graphs.slugs import slug_base, slug_for
-from nodespecs.audit import Caller
+from nodespecs.audit import Action, Caller, audit_record
 from nodespecs.mcp_client import Connection
 from nodespecs.models import Provider
 from nodespecs.process_rights import command_refusal, stdio_refusal
@@ -176,10 +176,11 @@ def _freeze(
 
 
 @transaction.atomic
-def workflow_publish(*, version: WorkflowVersion) -> Workflow:
+def workflow_publish(*, version: WorkflowVersion, caller: Caller) -> Workflow:
     """Serve `version` of its workflow from now on (a draft, or an earlier published version
     to roll back to), after checking it again as the engine will run it: its providers must
-    still be registered and its limits within today's ceilings. Raises `ValidationError`."""
+    still be registered and its limits within today's ceilings; recorded in the audit trail
+    for `caller`. Raises `ValidationError`."""
     workflow = Workflow.objects.select_for_update().get(pk=version.workflow_id)
     definition = version.definition
     workflow.description = definition.get("description", "")
@@ -194,6 +195,9 @@ def workflow_publish(*, version: WorkflowVersion) -> Workflow:
     if version.published_at is None:
         version.published_at = timezone.now()
         version.save(update_fields=["published_at"])
+    audit_record(
+        actor=caller.trail_name, action=Action.CHANGED, target=workflow, fields=["current_version"]
+    )
     toolset.workflows_changed()
     return workflow
 

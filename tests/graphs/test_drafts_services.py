@@ -40,7 +40,7 @@ def test_a_new_workflow_saved_as_a_draft_is_not_served_until_published(
     assert (version.status, version.author_name) == ("draft", "key:agent123")
 
     with django_capture_on_commit_callbacks(execute=True):  # tells the snapshot
-        workflow_publish(version=version)
+        workflow_publish(version=version, caller=AGENT)
     version.refresh_from_db()
     assert version.status == WorkflowVersion.Status.PUBLISHED
     assert version.published_at is not None
@@ -63,7 +63,7 @@ def test_a_draft_of_a_served_workflow_leaves_the_served_version_alone(db):
     # The same draft again stores nothing new.
     assert graph_import(text=changed, caller=AGENT, publish=False).drafts == {"is_zero": 2}
 
-    workflow_publish(version=draft)
+    workflow_publish(version=draft, caller=AGENT)
     workflow.refresh_from_db()
     assert (workflow.current_version, workflow.description) == (draft, "A new description.")
     served.refresh_from_db()

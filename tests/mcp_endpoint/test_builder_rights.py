@@ -168,6 +168,11 @@ class TestOwnership:
         version = WorkflowVersion.objects.get(workflow__name="fetcher")
         assert version.author_name == f"key:{prefix} (alice)"
         assert AuditEvent.objects.filter(actor=f"key:{prefix} (alice)").exists()
+        call(client, key, "publish_workflow", {"name": "fetcher", "version": 1})
+        published = AuditEvent.objects.get(
+            actor=f"key:{prefix} (alice)", fields=["current_version"]
+        )
+        assert published.object_label == "fetcher"
 
     def test_an_owner_added_in_the_admin_may_change_the_group(self, client, db):
         call(client, make_key(PUBLISHER), "create_workflow", {"definition": definition()})
