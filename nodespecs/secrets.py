@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -51,6 +52,146 @@ def redact(text: str, secrets: Iterable[str]) -> str:
         if len(secret) >= _REDACT_MIN_LENGTH:
             text = text.replace(secret, REDACTED)
     return text
+
+
+# What a credential in a URL or a command line reads as where it must not be shown (the mask
+# graph documents use for env and header values too).
+CREDENTIAL_MASK = "<secret>"
+# Words that make a query parameter, a flag or a `NAME=value` name a secret ("api_key",
+# "X-Amz-Signature", "accessToken", "--db-password"); and fragments that do inside one word
+# ("accesstoken", "clientsecret").
+_SECRET_WORDS = frozenset(
+    {
+        "token",
+        "key",
+        "apikey",
+        "secret",
+        "password",
+        "passwd",
+        "pwd",
+        "pass",
+        "auth",
+        "authorization",
+        "signature",
+        "sig",
+        "credential",
+        "credentials",
+        "cookie",
+        "jwt",
+    }
+)
+_SECRET_FRAGMENTS = ("token", "secret", "password", "passwd", "apikey", "credential", "signature")
+# A URL: a scheme of at most 32 characters (bounded, so the search stays linear on any text),
+# "://", and everything up to a space or a quote. "<" ends it too: a URL already masked is
+# left as it is.
+_URL = re.compile(r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^\s\"'<>`]+")
+# `--name value` and `--name=value` in a command line or a message, and `name=value`.
+# A value ends at a space, a quote or "<" (one already masked is left alone); an assignment's
+# at "&", ";", "," or "#" too, the separators of queries and lists.
+_FLAG = re.compile(
+    r"(?<!\S)(--?[A-Za-z][A-Za-z0-9_.\-]{0,40})(=|[ \t]{1,4})([^\s\"'<>-][^\s\"'<>]*)"
+)
+_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_.\-])([A-Za-z_][A-Za-z0-9_.\-]{0,40})=([^\s\"'<>&;,#]+)")
+# User info in a URL given as a query value (not searched again, so nesting cannot recurse).
+_NESTED_USERINFO = re.compile(r"://[^/?#@\s]{1,256}@")
+_WORD_BREAK = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
+
+
+def is_secret_like(name: str) -> bool:
+    """Whether a query parameter, flag or variable name looks like it holds a credential:
+    one of its words is `token`, `key`, `secret`, `password`, `pwd`, `auth`, `sig`... (any
+    case, `camelCase` and `snake_case` alike), or it contains `token`, `secret`..."""
+    words = [word.lower() for word in _WORD_BREAK.split(name.lstrip("-")) if word]
+    joined = "".join(words)
+    return any(word in _SECRET_WORDS for word in words) or any(
+        fragment in joined for fragment in _SECRET_FRAGMENTS
+    )
+
+
+def _masked_pairs(text: str) -> str:
+    """`name=value&...` (a query) with secret-like names' values masked, and credentials in
+    URLs given as other values (`?next=https://user:pass@...`: the user info whole)."""
+    pairs = []
+    for pair in text.split("&"):
+        name, equals, value = pair.partition("=")
+        if equals and value and is_secret_like(name):
+            value = CREDENTIAL_MASK
+        elif "://" in value:
+            value = _NESTED_USERINFO.sub(f"://{CREDENTIAL_MASK}@", value)
+        pairs.append(f"{name}{equals}{value}")
+    return "&".join(pairs)
+
+
+def _first_of(text: str, characters: str, start: int) -> int:
+    """The index of the first of `characters` in `text` from `start`, else its length."""
+    return next((i for i in range(start, len(text)) if text[i] in characters), len(text))
+
+
+def _authority_end(rest: str) -> int:
+    """Where a URL's authority (after "://") ends: at the first "/", "?" or "#"; but when it
+    reads `user:pa/ss@host` (a password with one of those unescaped, as people write them),
+    after the host that follows the "@", so the whole password is masked."""
+    end = _first_of(rest, "/?#", 0)
+    _, colon, port = rest[:end].partition(":")
+    at = rest.find("@", end)
+    if at != -1 and colon and not port.isdigit():
+        return _first_of(rest, "/?#", at)
+    return end
+
+
+def mask_url(url: str) -> str:
+    """`url` with its credentials masked: the user info (`user:<secret>@`, or `<secret>@`
+    for a bare token), and the values of query and fragment parameters with secret-like
+    names (`?api_key=<secret>`). Other parts are kept, so the URL still says where it goes."""
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        return url
+    end = _authority_end(rest)
+    authority, tail = rest[:end], rest[end:]
+    if "@" in authority:
+        userinfo, _, host = authority.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        authority = f"{user}:{CREDENTIAL_MASK}@{host}" if colon else f"{CREDENTIAL_MASK}@{host}"
+    path, hash_mark, fragment = tail.partition("#")
+    path, question, query = path.partition("?")
+    if query:
+        query = _masked_pairs(query)
+    if "=" in fragment:
+        fragment = _masked_pairs(fragment)
+    return f"{scheme}://{authority}{path}{question}{query}{hash_mark}{fragment}"
+
+
+def mask_credentials(text: str) -> str:
+    """`text` (a URL, a command line, an error message) with the credentials it shows
+    masked as `<secret>`: in every URL (`mask_url`), after `--token`/`--password`-style flags
+    (`--token X`, `--token=X`), and in `name=value` pairs whose name is secret-like
+    (`password=X` of a libpq DSN, `API_KEY=X`). For what a graph document shows and what a
+    run's errors say; the secrets a connection is known to hold are `redact`'s job."""
+    text = _URL.sub(lambda match: mask_url(match.group()), text)
+    text = _FLAG.sub(
+        lambda m: f"{m[1]}{m[2]}{CREDENTIAL_MASK}" if is_secret_like(m[1]) else m[0], text
+    )
+    return _ASSIGNMENT.sub(
+        lambda m: f"{m[1]}={CREDENTIAL_MASK}" if is_secret_like(m[1]) else m[0], text
+    )
+
+
+def mask_command_args(args: Iterable[str]) -> tuple[str, ...]:
+    """A stdio server's arguments with their credentials masked: each as `mask_credentials`
+    masks it, and the argument after a lone secret-like flag (`--token`, `--api-key`,
+    `--password`) wholly."""
+    masked: list[str] = []
+    after_flag = False
+    for arg in args:
+        if after_flag and not arg.startswith("-"):
+            masked.append(CREDENTIAL_MASK)
+            after_flag = False
+            continue
+        after_flag = (
+            arg.startswith("-") and "=" not in arg and " " not in arg and is_secret_like(arg)
+        )
+        masked.append(mask_credentials(arg))
+    return tuple(masked)
 
 
 class SecretsUnreadable(Exception):
