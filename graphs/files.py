@@ -24,6 +24,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from graphs.engine import (
+    GraphDefinition,
     ServerConfig,
     ToolGraph,
     dump_yaml,
@@ -31,7 +32,7 @@ from graphs.engine import (
     server_to_dict,
     tool_to_dict,
 )
-from graphs.models import Workflow, WorkflowGroup
+from graphs.models import Workflow, WorkflowGroup, WorkflowVersion
 from graphs.rights import group_change_refusal, group_take_ownership
 from graphs.services import (
     LIMIT_KEYS,
@@ -46,6 +47,7 @@ from nodespecs.builder_access import provider_refusal
 from nodespecs.mcp_client import Connection
 from nodespecs.models import Provider
 from nodespecs.reports import ChangeReport
+from nodespecs.secrets import CREDENTIAL_MASK, mask_command_args, mask_credentials
 
 
 class GraphFileError(ValueError):
@@ -123,6 +125,7 @@ def graph_import(
         for name, server in definition.mcp_servers.items()
         if (provider := registered_as(server)) is not None
     }
+    registered |= _sent_back_masked(definition, registered)
     for name, provider in registered.items():
         _refuse(provider_refusal(provider, caller, name))
     connections = {
@@ -177,6 +180,50 @@ def _refuse(refusal: str | None) -> None:
         raise GraphFileError(refusal)
 
 
+def _holds_mask(server: ServerConfig) -> bool:
+    """Whether an entry holds a value `graph_document` masked (an agent sent it back)."""
+    values = [server.url, *server.args, *dict(server.env).values(), *dict(server.headers).values()]
+    return any(SECRET_MASK in value for value in values)
+
+
+def _sent_back_masked(
+    definition: GraphDefinition, registered: Mapping[str, Provider]
+) -> dict[str, Provider]:
+    """The provider of each entry holding a masked value that does not name a provider by
+    its own name: the one a version of the same workflow bound under that server name, when
+    the entry is that provider's as shown (`graph_document` names servers by the workflow's
+    names, which need not be the providers'). `GraphFileError` for any other such entry: a
+    masked value is never stored as a server's setting."""
+    masked = {
+        name: server
+        for name, server in definition.mcp_servers.items()
+        if name not in registered and _holds_mask(server)
+    }
+    if not masked:
+        return {}
+    bound: dict[str, set[int]] = {name: set() for name in masked}
+    tools = [tool.name for tool in definition.tools]
+    recent = WorkflowVersion.objects.filter(workflow__name__in=tools).order_by("-pk")
+    for servers in recent.values_list("servers", flat=True)[:_VERSIONS_SEARCHED]:
+        for name, ids in bound.items():
+            if isinstance(servers, dict) and isinstance(servers.get(name), int):
+                ids.add(servers[name])
+    candidates = Provider.objects.in_bulk({pk for ids in bound.values() for pk in ids})
+    found: dict[str, Provider] = {}
+    for name, server in masked.items():
+        used = [candidates[pk] for pk in sorted(bound[name]) if pk in candidates]
+        provider = next((p for p in used if _server_config(name, p, masked=True) == server), None)
+        if provider is None:
+            raise GraphFileError(
+                f"server {name!r}: its settings hold {SECRET_MASK}, a value get_workflow "
+                "masked, but they are not the masked settings of the server this workflow "
+                "used under that name. Send the entry exactly as get_workflow showed it (it "
+                "then keeps its server), or write the real values."
+            )
+        found[name] = provider
+    return found
+
+
 def registered_as(server: ServerConfig) -> Provider | None:
     """The registered provider named as `server` is, when `server` is its entry as
     `graph_document` shows it (secrets masked): an agent sends back what it was shown."""
@@ -228,8 +275,10 @@ def graph_document(
 ) -> dict[str, Any]:
     """A graph file's document: `group`'s server block, the limits, an `mcpServers` entry
     for each server name bound to a provider (`servers`: name → provider id) and the tool
-    mappings. `masked` writes each env and header value as SECRET_MASK, for callers who
-    must not read them (an entry so masked still names its provider on import)."""
+    mappings. `masked` writes each env and header value as SECRET_MASK, and the credentials
+    in the URL and the stdio args (user info, secret-like query values and flags), for
+    callers who must not read them (an entry so masked still names its provider on
+    import)."""
     providers = Provider.objects.in_bulk(set(servers.values()))
     entries = {
         name: server_to_dict(_server_config(name, providers[pk], masked=masked))
@@ -249,8 +298,12 @@ def graph_document(
     }
 
 
-# What an env or header value reads as where its secret must not be shown.
-SECRET_MASK = "<secret>"
+# What an env or header value, or a credential in a URL or args, reads as where its secret
+# must not be shown.
+SECRET_MASK = CREDENTIAL_MASK
+# How many of a workflow's newest versions are searched for the server a masked entry sent
+# back was shown for.
+_VERSIONS_SEARCHED = 100
 
 
 def provider_entry(provider: Provider) -> dict[str, Any]:
@@ -267,10 +320,10 @@ def _server_config(name: str, provider: Provider, *, masked: bool = False) -> Se
         name=name,
         transport=provider.transport,
         command=provider.command,
-        args=tuple(provider.args),
+        args=mask_command_args(provider.args) if masked else tuple(provider.args),
         env=shown(provider.env),
         cwd=provider.cwd,
-        url=provider.url,
+        url=mask_credentials(provider.url) if masked else provider.url,
         headers=shown(provider.headers),
         timeout_seconds=provider.timeout_seconds,
     )
