@@ -31,7 +31,7 @@ from django.db import InterfaceError, OperationalError, connection, models
 
 from graphs.engine import NodeRecord, NullObserver
 from graphs.models import NodeExecution, Run
-from graphs.payloads import encoded
+from graphs.payloads import encoded, stored_error
 from graphs.telemetry import node_finished
 
 logger = logging.getLogger(__name__)
@@ -122,11 +122,17 @@ def write_rows(rows: list[_Row]) -> None:
 
 
 class HistoryRecorder(NullObserver):
-    """Persists the node executions of one run through the engine's observer interface."""
+    """Persists the node executions of one run through the engine's observer interface.
 
-    def __init__(self, run: Run, progress: Progress | None = None):
+    `secrets` are the run's secret values (`graphs.payloads.run_secrets`): masked wherever a
+    node's detail, output or error holds them."""
+
+    def __init__(
+        self, run: Run, progress: Progress | None = None, secrets: Sequence[str] = ()
+    ) -> None:
         self.run = run
         self.progress = progress
+        self.secrets = tuple(secrets)
         self.max_bytes: int = settings.GRAPHS_MAX_PAYLOAD_BYTES
         self.node_count = 0
         self.truncated = False
@@ -137,7 +143,7 @@ class HistoryRecorder(NullObserver):
         self._open: set[int] = set()
 
     def _encode(self, value: object) -> tuple[str, bool]:
-        text, truncated = encoded(value, self.max_bytes)
+        text, truncated = encoded(value, self.max_bytes, self.secrets)
         self.truncated |= truncated
         return text, truncated
 
@@ -160,7 +166,7 @@ class HistoryRecorder(NullObserver):
             status,
             detail,
             output,
-            record.error or "",
+            stored_error(record.error or "", self.secrets),
             record.attempts,
             truncated,
             _at(record.started_at),
@@ -191,7 +197,7 @@ class HistoryRecorder(NullObserver):
                     status=status,
                     detail=json.loads(detail),
                     output=json.loads(output),
-                    error=record.error or "",
+                    error=stored_error(record.error or "", self.secrets),
                     attempts=record.attempts,
                     duration_ms=record.duration_ms,
                     truncated=detail_cut or output_cut,

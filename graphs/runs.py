@@ -35,7 +35,7 @@ from graphs.engine import (
 from graphs.engine.regex import RegexNotSupported
 from graphs.limits import ceiling_explained, limits_for_run
 from graphs.models import Run, Workflow, WorkflowVersion
-from graphs.payloads import mask_secrets, storable
+from graphs.payloads import run_secrets, storable, stored_arguments, stored_error
 from graphs.recorder import HistoryRecorder, Progress, reconnecting
 from graphs.services import limits_from_mapping
 from graphs.tracing import current_trace_id, current_trace_parent, traced_run
@@ -212,6 +212,12 @@ def _resolve(request: RunRequest) -> _Prepared:
     return prepared
 
 
+def _secrets(prepared: _Prepared, arguments: Any) -> tuple[str, ...]:
+    """The run's secret values, masked wherever its history holds them (graphs/payloads.py);
+    its nodes get the real ones."""
+    return run_secrets(prepared.compiled.tool.input_schema, arguments)
+
+
 def _create(prepared: _Prepared, request: RunRequest, *, status: str) -> Run:
     _check_arguments(request.name, prepared.validator, request.arguments)
     # One clock reading for both: a run that starts as it is recorded was created no later.
@@ -223,7 +229,7 @@ def _create(prepared: _Prepared, request: RunRequest, *, status: str) -> Run:
         version_id=prepared.version_id,
         workflow_name=request.name,
         status=status,
-        arguments=mask_secrets(request.arguments),
+        arguments=stored_arguments(request.arguments, _secrets(prepared, request.arguments)),
         caller=request.caller[:200],
         session_id=request.session_id[:200],
         request_id=request.request_id[:200],
@@ -288,7 +294,7 @@ def _execute(
     cancel: CancelToken | None,
 ) -> RunOutcome:
     """Run the engine on a started run, with its heartbeat, and record how it ended."""
-    recorder = HistoryRecorder(run, progress)
+    recorder = HistoryRecorder(run, progress, _secrets(prepared, arguments))
     # Capped here, not when the version was saved: a workflow stored before a ceiling was
     # lowered still runs, within the ceiling in force now.
     limits = limits_for_run(prepared.limits)
@@ -335,14 +341,14 @@ def _finish(
     run.truncated = recorder.truncated
     if error is not None:
         run.status = _status_of(error)
-        run.error = str(error)
+        run.error = stored_error(str(error), recorder.secrets)
         run.error_node_id = error.node_id or ""
     elif failure:
         run.status = Run.Status.FAILED
-        run.error = failure
+        run.error = stored_error(failure, recorder.secrets)
     else:
         run.status = Run.Status.SUCCEEDED
-        run.result, truncated = storable(result, recorder.max_bytes)
+        run.result, truncated = storable(result, recorder.max_bytes, recorder.secrets)
         run.truncated |= truncated
     fields = [
         "status",
