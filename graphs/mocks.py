@@ -3,7 +3,10 @@ their servers, and what the run did, node by node.
 
 A mock names a node by id, or every node calling one tool by `server.tool`, and gives what
 the tool answers: a `CallToolResult` as JSON, or for short a bare value taken as its
-structured content, or `{"from_run": <run id>}` — what that node returned in a past run.
+structured content, or `{"from_run": <run id>}` — what that node returned in a past run
+that the caller may read: one it started, with this key or another key of the same user, or
+any run with the `runs:read` scope. Any other run is refused exactly as a run that does not
+exist is, so run ids (sequential) tell nothing of other callers' runs.
 With `mock_all`, every other mcp node answers a value made from its tool's `outputSchema`.
 The answers are fixed when the run is created and kept on it (`Run.mocks`), so a queued run
 executes with them in its worker, and the history shows what was mocked.
@@ -19,6 +22,7 @@ from pydantic import ValidationError
 
 from graphs.models import NodeExecution, Run, WorkflowVersion
 from graphs.payloads import MASK, TRUNCATED_KEY
+from nodespecs.audit import Caller
 from nodespecs.models import NodeSpec
 
 # How many of a test run's node executions its answer lists (a loop may run thousands).
@@ -66,22 +70,36 @@ def _holds_secret_or_cut(value: Any) -> bool:
         )
     if isinstance(value, list):
         return any(_holds_secret_or_cut(item) for item in value)
-    return value == MASK
+    # A secret value copied into a longer string is masked inside it.
+    return isinstance(value, str) and MASK in value
 
 
-def _from_run(key: str, node_id: str, run_id: Any) -> dict[str, Any]:
-    """What node `node_id` returned in run `run_id` (its last execution there)."""
+def _own_actors(caller: Caller) -> set[str] | None:
+    """The `Run.caller` values of the runs `caller` may take outputs from; None for any run
+    (the `runs:read` scope). An empty actor (no one in particular) owns no run."""
+    if caller.has_scope("runs:read"):
+        return None
+    return {actor for actor in {caller.actor, *caller.same_owner_actors} if actor}
+
+
+def _from_run(key: str, node_id: str, run_id: Any, caller: Caller) -> dict[str, Any]:
+    """What node `node_id` returned in run `run_id` (its last execution there), when
+    `caller` may read that run."""
     if not isinstance(run_id, int) or isinstance(run_id, bool):
         raise MockRefused(f'mocks[{key!r}]: "from_run" must be a run id (a number).')
-    execution = (
-        NodeExecution.objects.filter(run_id=run_id, node_id=node_id, status="succeeded")
-        .order_by("-index")
-        .first()
-    )
+    executions = NodeExecution.objects.filter(run_id=run_id, node_id=node_id, status="succeeded")
+    actors = _own_actors(caller)
+    if actors is not None:
+        executions = executions.filter(run__caller__in=actors)
+    execution = executions.order_by("-index").first()
     if execution is None:
+        # One answer for a run that does not exist, is not the caller's, or has no such
+        # execution: the caller learns nothing of runs it may not read.
         raise MockRefused(
             f"mocks[{key!r}]: run {run_id} has no successful execution of node {node_id!r} "
-            "to take its output from; name a run in which that node succeeded."
+            "that you may take its output from. Name one of your own runs (started with this "
+            "API key or another key of the same user) in which that node succeeded; any "
+            "run needs a key with the runs:read scope."
         )
     if execution.truncated or _holds_secret_or_cut(execution.output):
         raise MockRefused(
@@ -138,12 +156,13 @@ def _output_schemas(version: WorkflowVersion) -> dict[tuple[Any, Any], Any]:
 
 
 def mock_answers(
-    version: WorkflowVersion, mocks: dict[str, Any], *, mock_all: bool
+    version: WorkflowVersion, mocks: dict[str, Any], *, mock_all: bool, caller: Caller
 ) -> dict[str, Any] | None:
     """Each mocked mcp node's answer by node id (CallToolResult JSON), for `Run.mocks`.
 
     A node id wins over `server.tool`. Raises `MockRefused` for a mock that names no mcp node
-    of the version, a bad result, or a `from_run` output that was masked or cut.
+    of the version, a bad result, or a `from_run` output that was masked or cut, or is of a
+    run `caller` may not read.
     """
     if len(mocks) > MAX_MOCKS:
         raise MockRefused(f"{len(mocks)} mocks: at most {MAX_MOCKS}, one per node or tool.")
@@ -177,7 +196,7 @@ def mock_answers(
                 )
         for node_id in targets:
             if isinstance(value, dict) and set(value) == {"from_run"}:
-                answer = _from_run(key, node_id, value["from_run"])
+                answer = _from_run(key, node_id, value["from_run"], caller)
             else:
                 answer = _given(key, value)
             (answers if key in calls else by_tool)[node_id] = answer

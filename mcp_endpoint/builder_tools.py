@@ -23,6 +23,7 @@ from graphs.toolset import WorkflowTool
 from graphs.validation import MAX_DEFINITION_BYTES, validate_workflow
 from mcp_endpoint import workflow_answers
 from mcp_endpoint.encoding import json_text
+from mcp_endpoint.keys import with_same_owner_actors
 from mcp_endpoint.tool_definitions import StartRun, StrictArguments, ToolDefinition, ToolError
 from nodespecs.audit import Caller
 
@@ -153,7 +154,9 @@ class TestWorkflowArguments(StrictArguments):
 
 def _test(arguments: TestWorkflowArguments, caller: Caller) -> StartRun:
     version = drafts.version_to_test(name=arguments.name, number=arguments.version, caller=caller)
-    answers = run_mocks.mock_answers(version, arguments.mocks, mock_all=arguments.mock_all)
+    answers = run_mocks.mock_answers(
+        version, arguments.mocks, mock_all=arguments.mock_all, caller=with_same_owner_actors(caller)
+    )
     definition = version.definition
     tool = WorkflowTool(
         name=arguments.name,

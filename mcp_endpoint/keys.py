@@ -11,13 +11,14 @@ import hashlib
 import hmac
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.utils import timezone
 
 from mcp_endpoint.models import ApiKey, Scope
+from nodespecs.audit import Caller
 
 KEY_MARKER = "sy"
 # Writing last_used_at on every request would turn each read into a write.
@@ -127,3 +128,18 @@ def _authenticate(raw: str) -> AuthResult:
     if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
     return AuthResult(key)
+
+
+def with_same_owner_actors(caller: Caller) -> Caller:
+    """`caller` with its `same_owner_actors`: "key:<prefix>" of every key of the user it acts
+    for (revoked ones too: their runs stay that user's). A caller acting for no user (a key
+    without an owner) is returned as it is: it owns only the runs of its own key. One query,
+    made only where runs are read by owner (test_workflow's `from_run`).
+
+    A user's name is not among them: no run records a bare user name as its caller, and a
+    user named like another caller ("manage.py") must not read that caller's runs."""
+    user_id = caller.user_id
+    if user_id is None:
+        return caller
+    prefixes = ApiKey.objects.filter(owner_id=user_id).values_list("prefix", flat=True)
+    return replace(caller, same_owner_actors=frozenset(f"key:{prefix}" for prefix in prefixes))

@@ -55,7 +55,7 @@ class Caller:
     key_owner_id: int | None = None
     key_owner_name: str = ""
     # The other actors whose runs count as this caller's own (every key of the user a key
-    # acts for, and that user), where that matters (test_workflow's `from_run`, filled by
+    # acts for), where that matters (test_workflow's `from_run`, filled by
     # mcp_endpoint.keys.with_same_owner_actors); empty: only `actor` itself.
     same_owner_actors: frozenset[str] = frozenset()
 

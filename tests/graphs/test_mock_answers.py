@@ -10,7 +10,11 @@ from graphs.mocks import MockRefused, example_of, mock_answers, report_of_test_r
 from graphs.models import NodeExecution, Run, Workflow
 from graphs.payloads import MASK
 from graphs.runs import RunRequest, workflow_call
+from nodespecs.audit import Caller
 from tests.graphs.conftest import OPERATOR
+
+# The key the test runs are made with (`_run`), and so may take outputs from them.
+TESTER = Caller(actor="key:tester", scopes=frozenset({"tools:execute", "workflows:write"}))
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -61,6 +65,7 @@ def test_mocked_nodes_answer_instead_of_their_server(version):
         version,
         {"page": {"html": "<a>"}, "far.links": {"urls": ["a", "b", "c"]}},
         mock_all=False,
+        caller=TESTER,
     )
     outcome = _run(version, mocks)
 
@@ -75,13 +80,15 @@ def test_mocked_nodes_answer_instead_of_their_server(version):
 
 
 def test_an_unmocked_node_calls_for_real_and_fails_naming_itself(version):
-    outcome = _run(version, mock_answers(version, {"page": {"html": ""}}, mock_all=False))
+    outcome = _run(
+        version, mock_answers(version, {"page": {"html": ""}}, mock_all=False, caller=TESTER)
+    )
     assert outcome.status == "failed"
     assert outcome.error_node_id == "links"
 
 
 def test_mock_all_answers_every_other_node_from_its_output_schema(version):
-    outcome = _run(version, mock_answers(version, {}, mock_all=True))
+    outcome = _run(version, mock_answers(version, {}, mock_all=True, caller=TESTER))
     # No TOOL spec says what `links` returns, so it answers an empty object: no urls.
     assert outcome.succeeded, outcome.error
     assert outcome.result == {"count": 0}
@@ -89,29 +96,35 @@ def test_mock_all_answers_every_other_node_from_its_output_schema(version):
 
 def test_a_call_tool_result_is_taken_as_it_is(version):
     given = {"content": [{"type": "text", "text": '{"html": "<p>"}'}]}
-    answers = mock_answers(version, {"page": given}, mock_all=False)
+    answers = mock_answers(version, {"page": given}, mock_all=False, caller=TESTER)
     assert answers["page"]["content"][0]["text"] == '{"html": "<p>"}'
 
 
 def test_from_run_takes_what_the_node_returned_then(version):
     first = _run(
         version,
-        mock_answers(version, {"page": {"html": "x"}, "links": {"urls": [1]}}, mock_all=False),
+        mock_answers(
+            version, {"page": {"html": "x"}, "links": {"urls": [1]}}, mock_all=False, caller=TESTER
+        ),
     )
-    answers = mock_answers(version, {"links": {"from_run": first.run_id}}, mock_all=False)
+    answers = mock_answers(
+        version, {"links": {"from_run": first.run_id}}, mock_all=False, caller=TESTER
+    )
     assert answers["links"]["structuredContent"] == {"urls": [1]}
 
 
 def test_from_run_refuses_a_masked_or_cut_output(version):
     first = _run(
         version,
-        mock_answers(version, {"page": {"html": "x"}, "links": {"urls": [1]}}, mock_all=False),
+        mock_answers(
+            version, {"page": {"html": "x"}, "links": {"urls": [1]}}, mock_all=False, caller=TESTER
+        ),
     )
     NodeExecution.objects.filter(run_id=first.run_id, node_id="links").update(
         output={"urls": [1], "token": MASK}
     )
     with pytest.raises(MockRefused, match=r"masked \(a secret\) or cut"):
-        mock_answers(version, {"links": {"from_run": first.run_id}}, mock_all=False)
+        mock_answers(version, {"links": {"from_run": first.run_id}}, mock_all=False, caller=TESTER)
 
 
 @pytest.mark.parametrize(
@@ -127,7 +140,7 @@ def test_from_run_refuses_a_masked_or_cut_output(version):
 )
 def test_mocks_for_what_does_not_exist_are_refused(version, mocks, message):
     with pytest.raises(MockRefused, match=message):
-        mock_answers(version, mocks, mock_all=False)
+        mock_answers(version, mocks, mock_all=False, caller=TESTER)
 
 
 @pytest.mark.parametrize(
@@ -161,7 +174,9 @@ def test_a_queued_test_run_executes_with_the_mocks_kept_on_it(version):
     """A worker has only the run: what its mocked nodes answer must come from the run."""
     from graphs.runs import run_create, run_execute
 
-    mocks = mock_answers(version, {"page": {"html": ""}, "links": {"urls": [1, 2]}}, mock_all=False)
+    mocks = mock_answers(
+        version, {"page": {"html": ""}, "links": {"urls": [1, 2]}}, mock_all=False, caller=TESTER
+    )
     request = RunRequest(
         name="fetch_twice",
         arguments={"url": "http://example.test"},
@@ -183,7 +198,7 @@ def test_more_mocks_than_a_test_takes_are_refused(version):
 
     too_many = {f"node{i}": i for i in range(MAX_MOCKS + 1)}
     with pytest.raises(MockRefused, match=f"at most {MAX_MOCKS}"):
-        mock_answers(version, too_many, mock_all=False)
+        mock_answers(version, too_many, mock_all=False, caller=TESTER)
 
 
 def test_a_long_test_run_reports_its_first_nodes_and_says_there_were_more(db):
