@@ -6,9 +6,11 @@ What the server said is quoted with the connection's secrets redacted.
 
 A connection marked `egress_checked` (a server an agent declared) is told only the class of its
 failure: refused by the egress policy (which class of address, which setting would allow it),
-unreachable, timed out, not an MCP server, or an answer over the size limit; never what the
-server said (bodies, reason phrases, headers), nor whether a connection was refused or reset,
-nor an HTTP status, which would make the service a port scanner of whatever the agent names.
+unreachable (no HTTP answer came back: refused, reset, closed, no such host), timed out, not
+an MCP server (HTTP answers came, but no usable MCP), or an answer over the size limit; never
+what the server said (bodies, reason phrases, headers), nor whether a connection was refused
+or reset, nor an HTTP status, which would make the service a port scanner of whatever the
+agent names.
 The full explanation goes to the log (`nodespecs.mcp_client`), for operators.
 
 Used by `nodespecs.mcp_pool`, `nodespecs.mcp_client` and `nodespecs.mcp_transports`.
@@ -172,7 +174,9 @@ def _failure_class(
             f"{where} failed {during}: timed out. Check that the server answers at its URL, "
             f"or raise the timeout; {details}."
         )
-    if isinstance(leaf, (httpx2.ConnectError, httpx2.UnsupportedProtocol, OSError)):
+    if not diagnostics.http_answered:
+        # Refused, reset, closed before an answer, no such host: one class, so that an open
+        # port that is not HTTP cannot be told from a closed one.
         return DownstreamError(
             f"{where} failed {during}: unreachable. Check the URL, and that the server is up "
             f"at a public address; {details}."

@@ -146,6 +146,8 @@ class Diagnostics:
         # logged, and kept out of `oddities`; and the policy's refusal, if it refused one.
         self.class_only = False
         self.egress_refusal: EgressRefused | None = None
+        # Whether the server ever answered over HTTP (whatever the status).
+        self.http_answered = False
 
     def redact(self, text: str) -> str:
         """`text` (something the server said) without the connection's secrets."""
@@ -303,6 +305,7 @@ def _http_client(connection: Connection, diagnostics: Diagnostics, **kwargs: Any
     on_too_large = diagnostics.note_too_large if connection.transport == "sse" else lambda: None
 
     async def note_status(response: httpx2.Response) -> None:
+        diagnostics.http_answered = True
         diagnostics.http_error = (
             (response.status_code, diagnostics.redact(response.reason_phrase))
             if response.status_code >= 400

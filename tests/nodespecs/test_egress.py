@@ -8,6 +8,7 @@ import asyncio
 import ipaddress
 import logging
 import socket
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -222,16 +223,21 @@ def test_a_listener_on_loopback_sees_no_connection_from_an_egress_checked_server
     assert seconds < 2, f"refused after {seconds:.1f} s, not before any packet was sent"
 
 
-def test_the_same_listener_is_reached_by_a_server_that_is_not_egress_checked():
-    """The control for the test above: an operator's provider at that address connects."""
+def test_the_listener_sees_an_operators_connection_but_never_the_agents():
+    """The same URL: the operator's provider connects (so the listener does see connections),
+    the agent's server does not."""
     with listener() as sock:
-        port = sock.getsockname()[1]
-        connection = Connection(
-            name="operator", transport="streamable_http", url=f"http://127.0.0.1:{port}/mcp",
-            timeout_seconds=1,
-        )  # fmt: skip
-        with pytest.raises(DownstreamError):
-            mcp_client.list_tools(connection)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+        agents = Connection(name="agents", transport="streamable_http", url=url,
+                            timeout_seconds=1, egress_checked=True)  # fmt: skip
+        with pytest.raises(DownstreamError, match="refused by the egress policy"):
+            mcp_client.list_tools(agents)
+        assert connections_seen(sock) == 0
+
+        operators = Connection(name="operators", transport="streamable_http", url=url,
+                               timeout_seconds=1)  # fmt: skip
+        with pytest.raises(DownstreamTimeout):
+            mcp_client.list_tools(operators)
         assert connections_seen(sock) >= 1
 
 
@@ -365,42 +371,59 @@ def test_a_body_and_reason_phrase_are_never_quoted(loopback_allowed, caplog):
     assert "secret-reason" in caplog.text
 
 
-def test_a_closed_port_is_told_as_unreachable_not_as_refused(loopback_allowed):
-    url = f"http://127.0.0.1:{free_port()}/mcp"
-    connection = Connection(name="closed", transport="streamable_http", url=url,
-                            egress_checked=True)  # fmt: skip
+@contextmanager
+def resetting_server() -> Iterator[int]:
+    """A port that accepts each connection and resets it at once: open, but not HTTP."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
 
-    with pytest.raises(DownstreamError) as failure:
-        mcp_client.list_tools(connection)
+        def reset_each() -> None:
+            while True:
+                try:
+                    accepted, _ = sock.accept()
+                except OSError:
+                    return
+                accepted.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                accepted.close()
 
-    message = str(failure.value)
-    assert "unreachable" in message
-    assert "refused" not in message.lower()
-    assert "Connection" not in message
-
-
-def test_a_server_that_never_answers_is_told_as_timed_out(loopback_allowed):
-    with listener() as sock:
-        port = sock.getsockname()[1]
-        connection = Connection(
-            name="silent", transport="streamable_http", url=f"http://127.0.0.1:{port}/mcp",
-            timeout_seconds=1, egress_checked=True,
-        )  # fmt: skip
-        with pytest.raises(DownstreamTimeout) as failure:
-            mcp_client.list_tools(connection, timeout=5)
-
-    assert "within 1 s" in str(failure.value)
-    assert "HTTP" not in str(failure.value)
+        threading.Thread(target=reset_each, daemon=True).start()
+        yield sock.getsockname()[1]
 
 
-def test_an_egress_checked_connection_to_a_real_server_still_works_where_allowed(
-    loopback_allowed,
-):
+def test_a_closed_port_and_a_reset_connection_are_told_alike_as_unreachable(loopback_allowed):
+    """Were they told apart, the service would tell an agent which ports are open."""
+
+    def failure_at(port: int) -> str:
+        url = f"http://127.0.0.1:{port}/mcp"
+        connection = Connection(name="probe", transport="streamable_http", url=url,
+                                timeout_seconds=5, egress_checked=True)  # fmt: skip
+        with pytest.raises(DownstreamError) as failure:
+            mcp_client.list_tools(connection)
+        return str(failure.value).replace(url, "<url>")
+
+    closed = failure_at(free_port())
+    with resetting_server() as port:
+        reset = failure_at(port)
+
+    assert closed == reset
+    assert "unreachable" in closed
+    assert "refused" not in closed.lower()
+    assert "reset" not in closed.lower()
+
+
+def test_a_real_server_is_called_where_the_allow_list_names_it_and_refused_where_not(settings):
     with echo_http_server() as url:
-        connection = Connection(name="ok", transport="streamable_http", url=url,
+        connection = Connection(name="echo", transport="streamable_http", url=url,
                                 egress_checked=True)  # fmt: skip
+        settings.EGRESS_ALLOWED_NETWORKS = ["127.0.0.0/8"]
         result = mcp_client.call_tool(connection, "add", {"a": 1, "b": 2})
-    assert result.structured_content == {"sum": 3}
+        assert result.structured_content == {"sum": 3}
+
+        mcp_client.close_all()  # the next session connects again, under today's setting
+        settings.EGRESS_ALLOWED_NETWORKS = []
+        with pytest.raises(DownstreamError, match="refused by the egress policy"):
+            mcp_client.call_tool(connection, "add", {"a": 1, "b": 2})
 
 
 def test_an_egress_checked_and_an_unchecked_connection_do_not_share_a_session():
@@ -413,7 +436,8 @@ def test_an_egress_checked_and_an_unchecked_connection_do_not_share_a_session():
 
 # validate_workflow reports a refused address.
 
-API = Caller(actor="api-key:abc123")
+# An agent's key: its servers are declared servers, egress-checked.
+API = Caller(actor="key:abc123", scopes=frozenset({"tools:read", "workflows:write"}))
 
 
 def _with_server(url: str) -> dict:
