@@ -152,6 +152,12 @@ def mask_url(url: str) -> str:
         userinfo, _, host = authority.rpartition("@")
         user, colon, _ = userinfo.partition(":")
         authority = f"{user}:{CREDENTIAL_MASK}@{host}" if colon else f"{CREDENTIAL_MASK}@{host}"
+    elif not authority.startswith("["):  # an IPv6 address has colons of its own
+        # `user:passw...`: a URL cut short (a long command line in a message) before its "@";
+        # what follows the colon is no port, so it is the start of a password.
+        user, colon, after = authority.partition(":")
+        if colon and after and not after.isdigit():
+            authority = f"{user}:{CREDENTIAL_MASK}"
     path, hash_mark, fragment = tail.partition("#")
     path, question, query = path.partition("?")
     if query:

@@ -44,6 +44,8 @@ M = CREDENTIAL_MASK
         ),
         ("https://h/?next=https://u:p@other/x&a=1", f"https://h/?next=https://{M}@other/x&a=1"),
         ("redis://:hunter22@cache:6379/0", f"redis://:{M}@cache:6379/0"),
+        # Cut short before its "@" (a long command line in an error message).
+        ("postgresql://app:verylongpasswo...", f"postgresql://app:{M}"),
     ],
 )
 def test_a_url_shows_where_it_goes_but_not_its_credentials(url, masked):
@@ -54,6 +56,8 @@ def test_a_url_shows_where_it_goes_but_not_its_credentials(url, masked):
 # What holds no credential, among URLs that look close to ones that do.
 PLAIN_URLS = [
     "http://127.0.0.1:9/mcp",
+    "http://[::1]:8080/mcp",
+    "http://host:/mcp",
     "https://registry.npmjs.org/@scope/pkg",
     "https://h:8080/@user/profile",
     "https://h.example/search?q=monkey&keyword=x&page=2",
