@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from graphs import liveness
 from graphs.models import NodeExecution, Run
+from graphs.payloads import stored_error
 from graphs.recorder import Progress
 from graphs.runs import RunOutcome, RunRequest, run_create
 from graphs.tasks import run_queued, run_send, task_id_of
@@ -59,7 +60,8 @@ def run_enqueue(request: RunRequest) -> int:
         Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED).update(
             status=Run.Status.FAILED,
             finished_at=timezone.now(),
-            error=(
+            # The broker's error may quote its URL, with the broker's password.
+            error=stored_error(
                 f"The run could not be queued ({exc.__class__.__name__}: {exc}): check that "
                 "the broker at CELERY_BROKER_URL is up, or set EXECUTION_MODE=direct."
             ),

@@ -299,6 +299,24 @@ def test_a_run_error_names_the_server_without_its_credentials(credentials):
             assert secret not in text
 
 
+def test_a_broker_error_quoting_its_url_is_stored_without_the_brokers_password(
+    credentials, monkeypatch
+):
+    from graphs import control
+
+    def unreachable(run_id, arguments):
+        raise ConnectionError("cannot connect to amqp://guest:BROKER-PASS-12@mq.internal:5672//")
+
+    monkeypatch.setattr(control, "run_send", unreachable)
+
+    run_id = control.run_enqueue(RunRequest(name="both_servers", arguments={}, caller="key:x"))
+
+    error = Run.objects.get(pk=run_id).error
+    assert "could not be queued" in error
+    assert "mq.internal:5672" in error
+    assert "BROKER-PASS-12" not in error
+
+
 # A workflow copying its secret arguments under other keys, whole and inside longer strings.
 COPIES = """
 version: "1.0"
