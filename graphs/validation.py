@@ -41,6 +41,7 @@ from graphs.engine.validation import LimitCeiling, ToolSchema, validate_document
 from graphs.files import registered_as, server_connection
 from graphs.limits import CEILINGS, limit_ceilings
 from graphs.models import Workflow
+from graphs.patching import definition_too_large
 from nodespecs.audit import Caller
 from nodespecs.egress import url_refusals
 from nodespecs.models import NodeSpec, NodeType, Provider
@@ -119,6 +120,9 @@ def read_definition(definition: Any) -> dict[str, Any] | Problem:
             f"tools (as YAML text or a JSON object); got {type(definition).__name__}",
             (),
         )
+    too_large = definition_too_large(definition)  # counted before any deep work reads it
+    if too_large is not None:
+        return error("definition_too_large", too_large, ())
     return definition
 
 

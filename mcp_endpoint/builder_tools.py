@@ -18,6 +18,7 @@ from pydantic import Field
 from graphs import drafts
 from graphs import mocks as run_mocks
 from graphs.models import Run
+from graphs.patching import MAX_PATCH_OPERATIONS
 from graphs.runs import RunOutcome
 from graphs.toolset import WorkflowTool
 from graphs.validation import MAX_DEFINITION_BYTES, validate_workflow
@@ -102,7 +103,7 @@ class UpdateWorkflowArguments(StrictArguments):
         default=None,
         description="A JSON Patch (RFC 6902) applied to get_workflow's definition of the "
         "latest draft (or of the published version when there is no newer draft).",
-        max_length=1000,
+        max_length=MAX_PATCH_OPERATIONS,
     )
     comment: str = _COMMENT
 
