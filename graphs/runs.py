@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
 from django.utils import timezone
 from mcp.types import CallToolResult
 
@@ -25,6 +24,7 @@ from graphs import liveness, telemetry
 from graphs.engine import (
     CancelToken,
     CompiledTool,
+    DefinitionError,
     ExecutionLimits,
     GraphRunError,
     MockedCall,
@@ -33,6 +33,7 @@ from graphs.engine import (
     parse_tool,
 )
 from graphs.engine.regex import RegexNotSupported
+from graphs.engine.schemas import SchemaUnresolvable, schema_errors, schema_validator
 from graphs.limits import ceiling_explained, limits_for_run
 from graphs.models import Run, Workflow, WorkflowVersion
 from graphs.payloads import run_secrets, storable, stored_arguments, stored_error
@@ -109,16 +110,21 @@ def _prepare(version: WorkflowVersion) -> _Prepared:
     prepared = _prepared.get(key)
     if prepared is not None:
         return prepared
-    tool = parse_tool(version.definition, server_names=version.servers.keys())
-    schema = tool.input_schema or {"type": "object"}
-    validator_class = jsonschema.validators.validator_for(schema)
+    try:
+        tool = parse_tool(version.definition, server_names=version.servers.keys())
+    except DefinitionError as exc:  # stored before a check it fails was made (a remote $ref)
+        raise WorkflowCallError(
+            f"Version {version.number} of {version.workflow.name!r} cannot run: it fails a "
+            f"check made since it was saved: {'; '.join(exc.problems)}. Fix it and save it "
+            "again."
+        ) from None
     prepared = _Prepared(
         version.pk,
         version.workflow_id,
         limits_from_mapping(version.limits),
         dict(version.servers),
         compile_tool(tool),
-        validator_class(schema),
+        schema_validator(tool.input_schema or {"type": "object"}),
     )
     with _prepared_lock:
         if len(_prepared) >= _COMPILED_CACHE_SIZE:
@@ -133,10 +139,15 @@ def _check_arguments(name: str, validator: Any, arguments: Any) -> None:
             f"Arguments for {name} must be an object, not {type(arguments).__name__}."
         )
     try:
-        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+        errors = sorted(schema_errors(validator, arguments), key=lambda e: list(e.absolute_path))
     except RegexNotSupported as exc:  # a schema saved before patterns ran on RE2
         raise WorkflowCallError(
             f"The inputSchema of {name} cannot be checked: {exc}. Fix the pattern and save "
+            "the workflow again."
+        ) from None
+    except SchemaUnresolvable as exc:  # never fetched: schemas are evaluated where they are
+        raise WorkflowCallError(
+            f"The inputSchema of {name} cannot be checked: {exc}. Fix the schema and save "
             "the workflow again."
         ) from None
     problems = [

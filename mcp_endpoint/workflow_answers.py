@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import jsonschema
 from django.conf import settings
 from mcp import types
 
 from graphs.control import run_cancel_request
+from graphs.engine.schemas import SchemaUnresolvable, schema_errors, schema_validator
 from graphs.models import Run
 from graphs.runs import RunOutcome
 from graphs.toolset import WorkflowTool, workflow_tools
@@ -106,15 +106,14 @@ def outcome_result(
         )
     value = outcome.result
     structured = structured_result(value, output_schema)
-    if structured is not None:
-        problem = next(
-            iter(
-                jsonschema.validators.validator_for(output_schema)(output_schema).iter_errors(
-                    structured
-                )
-            ),
-            None,
-        )
+    if structured is not None and output_schema is not None:
+        try:
+            problem = next(schema_errors(schema_validator(output_schema), structured), None)
+        except SchemaUnresolvable as exc:  # never fetched: see graphs/engine/schemas.py
+            return error_result(
+                f"Workflow {name!r} has an outputSchema that cannot be checked: {exc} "
+                f"(run {outcome.run_id})."
+            )
         if problem is not None:
             return error_result(
                 f"Workflow {name!r} returned a value that does not match its outputSchema "

@@ -22,6 +22,7 @@ from graphs.engine.problems import (
     op_remove,
 )
 from graphs.engine.regex import schema_pattern_problems
+from graphs.engine.schemas import nonlocal_references
 from graphs.engine.servers import parse_server, parse_servers, too_many_servers
 
 SERVER_INFO_KEYS = ("name", "version", "title", "instructions")
@@ -148,6 +149,12 @@ def read_schema(
     found += [
         finding("regex_refused", located(tool, field=key), problem, (*at, key))
         for problem in schema_pattern_problems(schema)
+    ]
+    found += [  # schemas never fetch (graphs/engine/schemas.py): refused when saved
+        finding(
+            "schema_ref_not_local", located(tool, field=key), ref.message(), (*at, key, *ref.keys)
+        )
+        for ref in nonlocal_references(schema)
     ]
     return copy.deepcopy(dict(schema))
 
