@@ -73,7 +73,7 @@ class Caller:
     def user_id(self) -> int | None:
         """The user this caller acts for: the signed-in user, or an API key's owner."""
         if self.user is not None:
-            return self.user.pk  # type: ignore[no-any-return]
+            return self.user.pk
         return self.key_owner_id
 
     def has_scope(self, scope: str) -> bool:
