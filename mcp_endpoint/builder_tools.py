@@ -143,7 +143,8 @@ class TestWorkflowArguments(StrictArguments):
         description=(
             "What mcp nodes answer instead of calling their servers, by node id or by "
             '"server.tool": the tool\'s result (a CallToolResult, or the bare value as its '
-            'structured content), or {"from_run": <run id>} for what that node returned then.'
+            'structured content), or {"from_run": <run id>} for what that node returned then '
+            "(a run this key, or another key of its user, started; any run with runs:read)."
         ),
     )
     mock_all: bool = Field(
