@@ -11,7 +11,7 @@ routable (reserved, broadcast, documentation...). An operator exempts networks w
 EGRESS_ALLOWED_NETWORKS, and may refuse plain http with EGRESS_REQUIRE_HTTPS.
 
 The policy is enforced when each connection is made, not when a URL is checked: under an
-HTTP client's `checked_transport`, `CheckedNetworkBackend` resolves the host, judges every
+HTTP client's `CheckedTransport`, `CheckedNetworkBackend` resolves the host, judges every
 address, and connects to an address it judged (the Host header and TLS SNI still name the
 host), so a DNS answer that changes between a check and the connection (rebinding) cannot
 bring it elsewhere, and a redirect or a reconnection is judged like the first connection. A
@@ -352,20 +352,39 @@ class CheckedNetworkBackend(httpcore2.AsyncNetworkBackend):
         await anyio.sleep(seconds)
 
 
-def checked_transport(
-    policy: EgressPolicy, on_refused: Callable[[EgressRefused], None] | None = None
-) -> httpx2.AsyncHTTPTransport:
+class CheckedTransport(httpx2.AsyncHTTPTransport):
     """httpx2's own transport, each of whose connections goes through
-    `CheckedNetworkBackend`. Given to a client as its `transport`, it also keeps proxies from
-    the environment out: through a proxy, the address judged would be the proxy's."""
-    transport = httpx2.AsyncHTTPTransport()
-    pool = transport._pool
-    # httpx2 takes no network backend; its pool hands its own to each connection it makes.
-    # Checked, so that a renamed attribute fails here rather than leaving connections open.
-    if not isinstance(pool, httpcore2.AsyncConnectionPool) or not hasattr(pool, "_network_backend"):
-        raise RuntimeError(
-            "The egress policy cannot be applied: this httpx2/httpcore2 version builds its "
-            "connections differently (nodespecs/egress.py's checked_transport needs updating)."
-        )
-    pool._network_backend = CheckedNetworkBackend(policy, on_refused)
-    return transport
+    `CheckedNetworkBackend`, and which refuses plain http while EGRESS_REQUIRE_HTTPS is on
+    (every request, so a redirect too). Given to a client as its `transport`, it also keeps
+    proxies from the environment out: through a proxy, the address judged would be the
+    proxy's."""
+
+    def __init__(
+        self, policy: EgressPolicy, on_refused: Callable[[EgressRefused], None] | None = None
+    ) -> None:
+        super().__init__()
+        self._policy = policy
+        self._on_refused = on_refused
+        pool = self._pool
+        # httpx2 takes no network backend; its pool hands its own to each connection it
+        # makes. Checked, so that a renamed attribute fails here rather than connecting
+        # unchecked.
+        if not isinstance(pool, httpcore2.AsyncConnectionPool) or not hasattr(
+            pool, "_network_backend"
+        ):
+            raise RuntimeError(
+                "The egress policy cannot be applied: this httpx2/httpcore2 version builds its "
+                "connections differently (nodespecs/egress.py's CheckedTransport needs "
+                "updating)."
+            )
+        pool._network_backend = CheckedNetworkBackend(policy, on_refused)
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        """Send `request`, unless the policy refuses its scheme."""
+        try:
+            check_scheme(request.url.host, request.url.scheme, self._policy)
+        except EgressRefused as refusal:
+            if self._on_refused is not None:
+                self._on_refused(refusal)
+            raise
+        return await super().handle_async_request(request)

@@ -16,7 +16,7 @@ SSE connection is then given up (the rest of the stream cannot be trusted to res
 over Streamable HTTP only that request fails.
 
 A connection marked `egress_checked` (a server an agent declared) connects only where the
-egress policy allows (`nodespecs.egress.checked_transport` under its HTTP client: every
+egress policy allows (`nodespecs.egress.CheckedTransport` under its HTTP client: every
 connection, redirects and reconnections included, is judged after DNS and made to the judged
 address), never through a proxy from the environment; what its server said is logged for
 operators rather than kept for messages, which say only the class of a failure.
@@ -43,7 +43,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 from opentelemetry.propagate import inject
 
-from nodespecs.egress import EgressPolicy, EgressRefused, checked_transport
+from nodespecs.egress import CheckedTransport, EgressPolicy, EgressRefused
 from nodespecs.mcp_errors import STDERR_SETTLE_SECONDS, DownstreamError
 from nodespecs.mcp_limits import count_as_it_arrives, message_limit
 from nodespecs.mcp_stdio import stdio_transport
@@ -328,7 +328,7 @@ def _http_client(connection: Connection, diagnostics: Diagnostics, **kwargs: Any
     if connection.egress_checked:
         # A transport of our own also keeps proxies from the environment out: through a
         # proxy, the address judged would be the proxy's.
-        kwargs["transport"] = checked_transport(
+        kwargs["transport"] = CheckedTransport(
             EgressPolicy.from_settings(), on_refused=diagnostics.note_refused
         )
     return httpx2.AsyncClient(

@@ -21,7 +21,7 @@ import pytest
 from graphs.validation import validate_workflow
 from nodespecs import egress, mcp_client
 from nodespecs.audit import Caller, caller_command
-from nodespecs.egress import EgressPolicy, EgressRefused, address_class, checked_transport
+from nodespecs.egress import CheckedTransport, EgressPolicy, EgressRefused, address_class
 from nodespecs.mcp_client import Connection, DownstreamError, DownstreamTimeout
 from tests.graphs.validation.helpers import count_files
 from tests.peers import echo_http_server, free_port
@@ -241,6 +241,20 @@ def test_the_listener_sees_an_operators_connection_but_never_the_agents():
         assert connections_seen(sock) >= 1
 
 
+def test_plain_http_is_refused_at_connect_time_when_https_is_required(settings):
+    settings.EGRESS_ALLOWED_NETWORKS = ["127.0.0.0/8"]  # the address itself is allowed
+    settings.EGRESS_REQUIRE_HTTPS = True
+    with listener() as sock:
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+        connection = Connection(name="plain", transport="streamable_http", url=url,
+                                timeout_seconds=5, egress_checked=True)  # fmt: skip
+        with pytest.raises(DownstreamError) as failure:
+            mcp_client.list_tools(connection)
+        assert connections_seen(sock) == 0
+    assert "refused by the egress policy" in str(failure.value)
+    assert "EGRESS_REQUIRE_HTTPS" in str(failure.value)
+
+
 def test_a_redirect_from_an_allowed_host_to_a_refused_address_is_not_followed():
     def redirect(handler: BaseHTTPRequestHandler) -> None:
         handler.send_response(302)
@@ -252,7 +266,7 @@ def test_a_redirect_from_an_allowed_host_to_a_refused_address_is_not_followed():
     refusals: list[EgressRefused] = []
 
     async def fetch(url: str) -> None:
-        transport = checked_transport(allowed, refusals.append)
+        transport = CheckedTransport(allowed, refusals.append)
         async with httpx2.AsyncClient(transport=transport, follow_redirects=True) as client:
             await client.get(url)
 
@@ -291,7 +305,7 @@ def test_each_connection_is_judged_at_the_address_it_goes_to_so_dns_rebinding_fa
     allowed = EgressPolicy(allowed_networks=(ipaddress.ip_network("127.0.0.2/32"),))
 
     async def fetch_twice(url: str) -> str:
-        transport = checked_transport(allowed)
+        transport = CheckedTransport(allowed)
         async with httpx2.AsyncClient(transport=transport) as client:
             first = (await client.get(url)).text
             with pytest.raises(EgressRefused, match=r"rebind\.example is a loopback address"):
