@@ -404,6 +404,26 @@ GRAPHS_RUN_WAIT_SECONDS = env_seconds("GRAPHS_RUN_WAIT_SECONDS", 120)
 # Direct mode under uvicorn: how many runs one web process executes at once (each holds a
 # thread while its nodes call out); calls beyond it wait for a thread.
 GRAPHS_DIRECT_RUN_THREADS = int(os.environ.get("GRAPHS_DIRECT_RUN_THREADS", "16"))
+
+# Issue 24, part 4 (no recursion; graphs/lineage.py, graphs/direct_turns.py): a workflow call
+# that comes back through other workflows' calls is refused when the chain of runs, the
+# called one included, would be deeper than GRAPHS_MAX_CALL_DEPTH (a cycle always is); and
+# one caller has at most GRAPHS_RUN_THREADS_PER_CALLER of the direct-run threads at once
+# (default half of them), its further calls waiting their turn while other callers' start.
+GRAPHS_MAX_CALL_DEPTH = env_int("GRAPHS_MAX_CALL_DEPTH", 3)
+if GRAPHS_MAX_CALL_DEPTH < 1 or GRAPHS_MAX_CALL_DEPTH > 32:
+    raise ImproperlyConfigured(
+        f"GRAPHS_MAX_CALL_DEPTH={GRAPHS_MAX_CALL_DEPTH} must be between 1 (no workflow may call "
+        "another through this server) and 32."
+    )
+GRAPHS_RUN_THREADS_PER_CALLER = env_int(
+    "GRAPHS_RUN_THREADS_PER_CALLER", max(GRAPHS_DIRECT_RUN_THREADS // 2, 1)
+)
+if GRAPHS_RUN_THREADS_PER_CALLER < 1:
+    raise ImproperlyConfigured(
+        f"GRAPHS_RUN_THREADS_PER_CALLER={GRAPHS_RUN_THREADS_PER_CALLER} must be at least 1 "
+        f"(GRAPHS_DIRECT_RUN_THREADS, {GRAPHS_DIRECT_RUN_THREADS}, lets one caller use them all)."
+    )
 # How long a run's whole result stays readable for a client that comes back for it (a task's
 # tasks/get); the history keeps its masked, size-capped copy for good.
 GRAPHS_RESULT_KEEP_SECONDS = env_seconds("GRAPHS_RESULT_KEEP_SECONDS", CELERY_RESULT_EXPIRES)

@@ -202,6 +202,9 @@ class Run(models.Model):
     # The W3C `traceparent` of the span the run was started under (the request's), so that a
     # run the reaper sends again continues the same trace under it.
     trace_parent = models.CharField(max_length=55, blank=True)
+    # The workflow runs whose calls led to this one, as `workflow/run` hops (graphs/lineage.py);
+    # empty for a call from outside. The run's own MCP calls carry it on, with the run added.
+    lineage = models.JSONField(default=list, blank=True)
     # Set by `graphs.runs` from the same clock reading as `started_at` for a run that starts
     # at once: auto_now_add would read the clock again, after it, on saving.
     created_at = models.DateTimeField(default=timezone.now, editable=False)

@@ -20,7 +20,7 @@ from typing import Any
 from django.utils import timezone
 from mcp.types import CallToolResult
 
-from graphs import liveness, telemetry
+from graphs import lineage, liveness, telemetry
 from graphs.engine import (
     CancelToken,
     CompiledTool,
@@ -41,6 +41,7 @@ from graphs.recorder import HistoryRecorder, Progress, reconnecting
 from graphs.services import limits_from_mapping
 from graphs.tracing import current_trace_id, current_trace_parent, traced_run
 from nodespecs import mcp_client
+from nodespecs.call_lineage import Lineage
 from nodespecs.models import Provider
 
 logger = logging.getLogger(__name__)
@@ -72,6 +73,9 @@ class RunRequest:
     # (CallToolResult JSON).
     is_test: bool = False
     mocks: dict[str, Any] | None = None
+    # The workflow runs whose calls led to this one (graphs/lineage.py), empty for a call
+    # from outside: recorded, and sent on with the run's own calls.
+    lineage: Lineage = ()
 
 
 @dataclass(frozen=True)
@@ -163,9 +167,10 @@ def _check_arguments(name: str, validator: Any, arguments: Any) -> None:
 
 
 def _downstream(
-    servers: dict[str, int],
+    servers: dict[str, int], carried: Lineage
 ) -> Callable[[str, str, dict[str, Any], float | None], Any]:
-    """The engine's call function: a node's server name → its provider's pooled connection."""
+    """The engine's call function: a node's server name → its provider's pooled connection;
+    every call carries the lineage `carried` (the run's, and the run itself last)."""
     providers = Provider.objects.in_bulk(list(servers.values())) if servers else {}
     bound = {name: providers.get(pk) for name, pk in servers.items()}
 
@@ -181,7 +186,9 @@ def _downstream(
                 f"Provider {provider.name!r} (server {server!r}) is disabled: enable it in the "
                 "admin to run this workflow."
             )
-        return mcp_client.call_tool(provider.connection(), tool, arguments, timeout=timeout)
+        return mcp_client.call_tool(
+            provider.connection(), tool, arguments, timeout=timeout, lineage=carried
+        )
 
     return call_tool
 
@@ -251,6 +258,7 @@ def _create(prepared: _Prepared, request: RunRequest, *, status: str) -> Run:
         worker=liveness.process_label() if running else "",
         trace_id=current_trace_id(),
         trace_parent=current_trace_parent(),
+        lineage=lineage.stored(request.lineage),
     )
 
 
@@ -310,12 +318,13 @@ def _execute(
     # lowered still runs, within the ceiling in force now.
     limits = limits_for_run(prepared.limits)
     started = time.perf_counter()
+    calls_carry = lineage.downstream_lineage(run.lineage, run.workflow_name, run.pk)
     with liveness.registry.watching(run.pk, cancel) as token, traced_run(run, recorder) as traced:
         try:
             result = execute(
                 prepared.compiled,
                 arguments,
-                call_tool=traced.calls(_downstream(prepared.servers)),
+                call_tool=traced.calls(_downstream(prepared.servers, calls_carry)),
                 limits=limits,
                 observer=traced.observer,
                 cancel=token,

@@ -40,6 +40,7 @@ from mcp_endpoint.event_stream import REQUEST_THREADS
 from mcp_endpoint.models import Scope
 from mcp_endpoint.tools import TOOLS
 from mcp_endpoint.workflow_answers import RUN_ID_META
+from nodespecs import call_lineage
 
 api = NinjaAPI(
     title="Switchyard REST API",
@@ -223,14 +224,19 @@ class InvokeRequest(Schema):
     arguments: dict[str, Any] = Field(default_factory=dict, description="The tool's arguments.")
 
 
-def _invoke(body: InvokeRequest, caller: Caller, request_id: str) -> tuple[dict[str, Any], float]:
+def _invoke(
+    body: InvokeRequest, caller: Caller, request_id: str, lineage_header: str | None
+) -> tuple[dict[str, Any], float]:
     """Call a tool through the protocol core, as a 2025 client would, and wait for its
     response: the result (a workflow's run id as `_run_id`) and the milliseconds it took.
     With tracing on, the call's span is a child of the REST request's
-    (`telemetry.RestTelemetryMiddleware`)."""
+    (`telemetry.RestTelemetryMiddleware`). `lineage_header` is the request's
+    `Switchyard-Lineage`, sent by a workflow run calling back (graphs/lineage.py)."""
     start = time.perf_counter()
     params = {"name": body.name, "arguments": body.arguments}
-    context = context_for(LATEST_HANDSHAKE_VERSION, params, request_id=request_id)
+    context = context_for(
+        LATEST_HANDSHAKE_VERSION, params, request_id=request_id, lineage_header=lineage_header
+    )
     try:
         reply = execute(
             "tools/call",
@@ -274,7 +280,7 @@ def invoke_internal(request: HttpRequest, body: InvokeRequest) -> dict[str, Any]
     telemetry.rest_note(
         request, key=INTERNAL_CALLER.identity, tool=body.name, request_id=request_id
     )
-    result, _ = _invoke(body, INTERNAL_CALLER, request_id)
+    result, _ = _invoke(body, INTERNAL_CALLER, request_id, request.headers.get(call_lineage.HEADER))
     return result
 
 
@@ -300,7 +306,7 @@ def invoke(request: HttpRequest, body: InvokeRequest) -> dict[str, Any]:
     caller = _caller(request, "tools:execute")
     request_id = str(uuid.uuid4())
     telemetry.rest_note(request, tool=body.name, request_id=request_id)
-    result, elapsed = _invoke(body, caller, request_id)
+    result, elapsed = _invoke(body, caller, request_id, request.headers.get(call_lineage.HEADER))
     result.update(
         {"_tool_name": body.name, "_execution_time_ms": elapsed, "_request_id": request_id}
     )

@@ -33,6 +33,7 @@ from mcp_endpoint.encoding import encode_json
 from mcp_endpoint.errors import Forbidden, RpcError
 from mcp_endpoint.interaction import LegacyInteraction
 from mcp_endpoint.workflow_calls import WorkflowCall
+from nodespecs import call_lineage
 
 Message = dict[str, Any]
 
@@ -41,6 +42,8 @@ MODERN_VERSION = MODERN_PROTOCOL_VERSIONS[-1]
 # `initialize`).
 LEGACY_ERA = "2025"
 LATEST_HANDSHAKE_VERSION = HANDSHAKE_PROTOCOL_VERSIONS[-1]
+# As the transports give headers: lower-cased.
+_LINEAGE_HEADER = call_lineage.HEADER.lower()
 
 # How long a client may cache each list or read result (2026-07-28 `ttlMs`); the answers
 # are the same for every caller, so `cacheScope` is public.
@@ -143,10 +146,13 @@ def context_for(
     session_log_level: str | None = None,
     session_capabilities: dict[str, Any] | None = None,
     server: str | None = None,
+    lineage_header: str | None = None,
 ) -> CallContext:
     """The call context: progress token, log level and client capabilities, from `_meta`
     (2026-07-28) or from the session (2025 revisions); `server` is the slug of the workflow
-    group whose endpoint was called (None for `/mcp`)."""
+    group whose endpoint was called (None for `/mcp`). The lineage of a call made by a
+    workflow run (nodespecs/call_lineage.py) comes from `_meta` or `lineage_header` (the
+    request's HTTP header of it), whichever says more."""
     meta = params.get("_meta") if isinstance(params, dict) else None
     meta = meta if isinstance(meta, dict) else {}
     level = meta.get(types.LOG_LEVEL_META_KEY, session_log_level)
@@ -159,6 +165,10 @@ def context_for(
         session_id=session_id,
         request_id=request_id,
         server=server,
+        lineage=call_lineage.longest(
+            call_lineage.from_meta(meta.get(call_lineage.META_KEY)),
+            call_lineage.from_header(lineage_header),
+        ),
     )
 
 
@@ -205,8 +215,14 @@ def execute(
     Raises `RpcError` (unknown method, bad params, a failing method) or `Forbidden`.
     `on_set_level(level)` stores a `logging/setLevel` for the session, where there is one.
     With tracing on, the request has a span (mcp_endpoint/traces.py), continuing the trace of
-    its `_meta`'s `traceparent`, else of `trace_headers` (its HTTP headers, lower-cased).
+    its `_meta`'s `traceparent`, else of `trace_headers` (its HTTP headers, lower-cased),
+    which may also carry the call's lineage (`call_lineage.HEADER`).
     """
+    if trace_headers is not None:
+        header = trace_headers.get(_LINEAGE_HEADER)
+        if header:
+            heard = call_lineage.from_header(header)
+            context.lineage = call_lineage.longest(context.lineage, heard)
     if not tracing.enabled():
         return _answer(method, params, version, caller, context, on_set_level)
     span = traces.request_span(

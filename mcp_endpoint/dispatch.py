@@ -18,6 +18,7 @@ from django.core.exceptions import SynchronousOnlyOperation
 from mcp import types
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
+from graphs.lineage import call_refusal
 from graphs.runs import RunRequest
 from graphs.toolset import (
     WorkflowServer,
@@ -34,6 +35,7 @@ from mcp_endpoint.tool_definitions import StartRun, ToolError
 from mcp_endpoint.tools import TOOLS
 from mcp_endpoint.workflow_calls import WorkflowCall
 from nodespecs.audit import Caller
+from nodespecs.call_lineage import Lineage
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +89,9 @@ class CallContext:
     # The trace of the request's span (32 hex digits), set by `core.execute` when tracing is
     # on, for the transport's log line; "" otherwise.
     trace_id: str = ""
+    # The workflow runs whose calls led to this request (its `_meta` or HTTP header said so:
+    # nodespecs/call_lineage.py); empty for a call from outside.
+    lineage: Lineage = ()
 
     @property
     def stateless(self) -> bool:
@@ -262,9 +267,13 @@ def _workflow_call(
     arguments: dict[str, Any] | None,
     context: CallContext,
     start: StartRun | None = None,
-) -> WorkflowCall:
+) -> WorkflowCall | types.CallToolResult:
     """A workflow's call, for the core to follow as it answers; or the run a tool started
-    (`start`: a test run)."""
+    (`start`: a test run). A call that comes back through other workflows too deep or in a
+    cycle is refused here, before it takes a run thread (graphs/lineage.py)."""
+    refusal = call_refusal(context.lineage, tool.name)
+    if refusal is not None:
+        return _tool_error(refusal, {"chain": [*map(str, context.lineage), tool.name]})
     call = WorkflowCall(
         tool=tool,
         request=RunRequest(
@@ -277,6 +286,7 @@ def _workflow_call(
             version=(tool.version_id, tool.digest),
             is_test=start is not None,
             mocks=start.mocks if start is not None else None,
+            lineage=context.lineage,
         ),
         request_id=context.request_id,
         progress_token=context.progress_token,

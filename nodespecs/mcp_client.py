@@ -17,20 +17,26 @@ workflow node's: graphs/tracing.py), made current on the pool's loop while the c
 and only then: the SDK's client puts its `traceparent` in the request's `_meta`, and over
 HTTP in the `traceparent` header too (`nodespecs.mcp_transports`). With tracing off the span
 is the API's no-op one.
+
+A workflow run's calls carry its lineage (`nodespecs.call_lineage`): in the request's `_meta`,
+and over HTTP in a header set for that call alone, so that this service, called back, can
+refuse a chain that recurses.
 """
 
 from __future__ import annotations
 
 import contextvars
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from mcp import Client
-from mcp.types import CallToolResult, Tool
+from mcp.types import CallToolResult, RequestParamsMeta, Tool
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from nodespecs import call_lineage
+from nodespecs.call_lineage import Lineage
 from nodespecs.mcp_connection import TRANSPORTS, Connection
 from nodespecs.mcp_errors import DownstreamError, DownstreamTimeout
 from nodespecs.mcp_pool import close_all, pool_size, request
@@ -58,8 +64,10 @@ def call_tool(
     arguments: dict[str, Any],
     *,
     timeout: float | None = None,
+    lineage: Lineage = (),
 ) -> CallToolResult:
     """Call `tool` on the server; a tool error comes back as a result with `is_error`.
+    `lineage`, the workflow runs making the call (the calling run last), goes with it.
 
     Raises `DownstreamError` when the server cannot be started or reached, or fails while
     handling the call, and `DownstreamTimeout` when there is no answer within `timeout`
@@ -76,11 +84,16 @@ def call_tool(
     ) as span:
         # The pool's loop runs the call on its own thread: the span goes with it.
         context = otel_context.get_current()
+        meta = {call_lineage.META_KEY: call_lineage.as_json(lineage)} if lineage else None
 
         async def send(client: Client) -> CallToolResult:
             token = otel_context.attach(context)
             try:
-                return await client.call_tool(tool, arguments)
+                # Set in the task that sends the call, whose context the SDK sends it in.
+                with call_lineage.sending(lineage):
+                    return await client.call_tool(
+                        tool, arguments, meta=cast(RequestParamsMeta | None, meta)
+                    )
             finally:
                 otel_context.detach(token)
 

@@ -43,6 +43,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 from opentelemetry.propagate import inject
 
+from nodespecs.call_lineage import carry_lineage
 from nodespecs.egress import CheckedTransport, EgressPolicy, EgressRefused
 from nodespecs.mcp_errors import STDERR_SETTLE_SECONDS, DownstreamError
 from nodespecs.mcp_limits import count_as_it_arrives, message_limit
@@ -333,7 +334,7 @@ def _http_client(connection: Connection, diagnostics: Diagnostics, **kwargs: Any
         )
     return httpx2.AsyncClient(
         **{"headers": dict(connection.headers), **kwargs},
-        event_hooks={"request": [carry_trace], "response": [note_status]},
+        event_hooks={"request": [carry_trace, carry_lineage], "response": [note_status]},
     )
 
 

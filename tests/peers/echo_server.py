@@ -28,7 +28,8 @@ the listing above stays what other tests expect:
 A probe, offered only when named in `ECHO_SERVER_TOOLS`:
 
 - `meta()`: returns `{"meta": the call's _meta, "traceparent": its HTTP traceparent header
-  (None over stdio)}`, for the tracing tests.
+  (None over stdio), "lineage": its Switchyard-Lineage header}`, for the tracing and lineage
+  tests.
 
 Run it over stdio with `python tests/peers/echo_server.py` (use `sys.executable`), or over
 Streamable HTTP on 127.0.0.1 with `--http PORT` (at /mcp; with `--sse`, the SSE transport
@@ -130,12 +131,19 @@ async def garbage(kind: str, ctx: Context) -> str:
 
 
 def meta(ctx: Context) -> str:
-    """Return the `_meta` this call came with and, over HTTP, its `traceparent` header."""
+    """Return the `_meta` this call came with and, over HTTP, its `traceparent` and
+    `Switchyard-Lineage` headers."""
     received = ctx.request_context.meta
     if received is not None and not isinstance(received, dict):
         received = received.model_dump(by_alias=True, mode="json")
     headers = ctx.headers or {}
-    return json.dumps({"meta": received, "traceparent": headers.get("traceparent")})
+    return json.dumps(
+        {
+            "meta": received,
+            "traceparent": headers.get("traceparent"),
+            "lineage": headers.get("switchyard-lineage"),
+        }
+    )
 
 
 def huge(megabytes: float) -> str:
