@@ -22,7 +22,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
 
-from graphs import liveness
+from graphs import direct_turns, liveness
 from graphs.models import NodeExecution, Run
 from graphs.payloads import stored_error
 from graphs.recorder import Progress
@@ -202,9 +202,11 @@ def run_cancel(*, run_id: int, reason: str, caller: str | None = None) -> Cancel
 
 def session_runs_cancel(*, session_id: str, reason: str) -> int:
     """Cancel every queued or running run that a session's requests started (the session
-    ended, so nobody waits for their answers); how many there were."""
+    ended, so nobody waits for their answers), and drop those still waiting for a thread
+    here; how many there were."""
     if not session_id:
         return 0
+    dropped = direct_turns.cancel_session(session_id, reason)
     run_ids = list(
         Run.objects.filter(status__in=Run.ACTIVE, session_id=session_id[:200]).values_list(
             "pk", flat=True
@@ -212,12 +214,16 @@ def session_runs_cancel(*, session_id: str, reason: str) -> int:
     )
     for run_id in run_ids:
         run_cancel(run_id=run_id, reason=reason)
-    return len(run_ids)
+    return dropped + len(run_ids)
 
 
 def run_cancel_request(*, caller: str, session_id: str, request_id: str, reason: str) -> None:
     """`notifications/cancelled`: cancel the run that the caller's request started, if any
-    is still going (a request that started no run, or ended, needs nothing)."""
+    is still going (a request that started no run, or ended, needs nothing). A direct run
+    still waiting for its thread never starts: here, or on the instance where it waits."""
+    named = {"caller": caller, "session_id": session_id, "request_id": request_id}
+    if direct_turns.cancel_waiting(**named, reason=reason):
+        return
     run_id = (
         Run.objects.filter(
             status__in=Run.ACTIVE,
@@ -230,3 +236,5 @@ def run_cancel_request(*, caller: str, session_id: str, request_id: str, reason:
     )
     if run_id is not None:
         run_cancel(run_id=run_id, reason=reason)
+    elif session_id and settings.EXECUTION_MODE == "direct":
+        direct_turns.note_cancelled(**named, reason=reason)

@@ -9,12 +9,17 @@ It chooses once, by `EXECUTION_MODE`:
 - queued: the run is recorded and sent to the workers, then watched in the database, a short
   look at a time (`control.run_check`) on `threads.short`.
 
-It yields `RunStarted` (with the run's id, and again when its status changes), a
-`NodeFinished` per finished node when the request asks for them, and ends with `RunEnded`
-(the run's `RunOutcome`). A call that cannot run raises `WorkflowCallError` and records
-nothing. A caller that stops listening early (it gave up waiting, or its client went away)
-stops the watching only: the run goes on, and ends in the history; cancelling it is the
-caller's decision (`control.run_cancel`).
+In direct mode a caller has at most its share of the run threads (`Threads.run_share`,
+GRAPHS_RUN_THREADS_PER_CALLER): a call beyond it waits its turn (`RunWaiting`), and other
+callers' runs start meanwhile (graphs/direct_turns.py).
+
+It yields `RunWaiting` when the call waits for its caller's share, `RunStarted` (with the
+run's id, and again when its status changes), a `NodeFinished` per finished node when the
+request asks for them, and ends with `RunEnded` (the run's `RunOutcome`). A call that cannot
+run raises `WorkflowCallError` and records nothing. A caller that stops listening early (it
+gave up waiting, or its client went away) stops the watching only: the run goes on, and ends
+in the history; cancelling it is the caller's decision (`control.run_cancel`). But a direct
+run that has not started by then never does: nobody waits for it any more.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any, TypeVar
 from django.conf import settings
 
 from graphs.control import POLL_FIRST_SECONDS, next_pause, run_check, run_enqueue, run_result_keep
+from graphs.direct_turns import SHARES, Ticket
 from graphs.models import Run
 from graphs.recorder import Progress
 from graphs.runs import RunOutcome, RunRequest, WorkflowCallError, workflow_call
@@ -47,6 +53,9 @@ class Threads:
 
     short: Blocking[Any]
     run: Blocking[Any]
+    # The most runs one caller may have on `run` at once (GRAPHS_RUN_THREADS_PER_CALLER), for
+    # a pool that serves many callers; None for one that serves one (stdio's).
+    run_share: int | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,13 @@ class RunStarted:
 
     run_id: int
     status: str
+
+
+@dataclass(frozen=True)
+class RunWaiting:
+    """The call waits for its turn: its caller already has `share` runs on the threads."""
+
+    share: int
 
 
 @dataclass(frozen=True)
@@ -73,7 +89,7 @@ class RunEnded:
     shaped: Any = None
 
 
-RunEvent = RunStarted | NodeFinished | RunEnded
+RunEvent = RunWaiting | RunStarted | NodeFinished | RunEnded
 Shape = Callable[[RunOutcome], Any]
 
 # What the run's side posts to the follower: an event, or why the call could not run.
@@ -104,22 +120,59 @@ async def run_follow(
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(inbox.put_nowait, item)
 
-    if settings.EXECUTION_MODE == "queued":
+    queued = settings.EXECUTION_MODE == "queued"
+    ticket: Ticket | None = None
+    if queued:
         producer = asyncio.ensure_future(_queued(request, post, threads, report_nodes, shape))
     else:
-        direct = partial(_direct, request, post, report_nodes, keep_result, shape)
-        producer = asyncio.ensure_future(threads.run(direct))
+        ticket = Ticket(request.caller, request.session_id, request.request_id)
+        direct = partial(_direct, request, post, report_nodes, keep_result, shape, ticket)
+        producer = asyncio.ensure_future(_in_turn(request.caller, threads, direct, post))
+    announced = False
     try:
         while True:
             item = await inbox.get()
             if isinstance(item, WorkflowCallError):
                 raise item
+            announced = announced or isinstance(item, RunStarted)
             yield item
             if isinstance(item, RunEnded):
                 return
     finally:
-        if settings.EXECUTION_MODE == "queued":
+        if queued:
             producer.cancel()  # stop watching; the run goes on in its worker
+        elif ticket is not None:
+            if not announced:
+                # Nobody was told of a run, and nobody waits for it: it must not start.
+                ticket.leave(_LEFT)
+                producer.cancel()  # ends a wait for the caller's turn; a thread's run goes on
+            ticket.close()
+
+
+_LEFT = "The caller left before its run started (it went away or stopped waiting)"
+
+
+async def _in_turn(
+    caller: str, threads: Threads, direct: Callable[[], None], post: Callable[[_Posted], None]
+) -> None:
+    """Run `direct` on a run thread once `caller` has a place in its share of them."""
+    share = threads.run_share
+    if share is not None:
+        turn = SHARES.claim(caller, share)
+        if turn is not None:
+            post(RunWaiting(share))
+            await SHARES.wait(caller, turn)
+    try:
+        running = asyncio.ensure_future(threads.run(direct))
+    except BaseException:
+        if share is not None:
+            SHARES.give_back(caller)
+        raise
+    if share is not None:
+        # When the run's thread is done with it, not when this task is: a follower that
+        # leaves cancels this task, and the thread goes on until `direct` sees it left.
+        running.add_done_callback(lambda _: SHARES.give_back(caller))
+    await asyncio.shield(running)
 
 
 def _direct(
@@ -128,8 +181,15 @@ def _direct(
     report_nodes: bool,
     keep_result: bool,
     shape: Shape | None,
+    ticket: Ticket,
 ) -> None:
-    """Execute the run in this thread (direct mode), posting what happens."""
+    """Execute the run in this thread (direct mode), posting what happens; unless its caller
+    left while it waited for the thread."""
+    token = ticket.take()
+    if token is None:
+        logger.info("Workflow call of %s dropped before it started: %s", request.name, ticket.left)
+        post(WorkflowCallError(f"Workflow {request.name!r} did not start: {ticket.left}."))
+        return
 
     def progress(count: int, message: str) -> None:
         post(NodeFinished(count, message))
@@ -138,6 +198,7 @@ def _direct(
         outcome = workflow_call(
             request,
             progress=progress if report_nodes else None,
+            cancel=token,
             started=lambda run_id: post(RunStarted(run_id, Run.Status.RUNNING)),
         )
     except WorkflowCallError as exc:

@@ -187,11 +187,13 @@ def _fixed_cost(received: bytes | None, message: bytes | None) -> bool:
 
 
 def _threads() -> Threads:
-    """Where the blocking work of a reply that goes on is done."""
+    """Where the blocking work of a reply that goes on is done. The run threads serve every
+    caller: each has a share of them (graphs/direct_turns.py)."""
     loop = asyncio.get_running_loop()
     return Threads(
         short=lambda work: loop.run_in_executor(_POOL, _work, {}, work),
         run=lambda work: loop.run_in_executor(_RUNS, _work, {}, work),
+        run_share=settings.GRAPHS_RUN_THREADS_PER_CALLER,
     )
 
 

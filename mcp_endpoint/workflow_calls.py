@@ -24,7 +24,7 @@ from django.db import close_old_connections
 from mcp import types
 
 from graphs.control import run_cancel
-from graphs.follow import NodeFinished, RunStarted, Threads, run_follow
+from graphs.follow import NodeFinished, RunStarted, RunWaiting, Threads, run_follow
 from graphs.runs import RunOutcome, RunRequest, WorkflowCallError
 from graphs.toolset import WorkflowTool
 from mcp_endpoint import task_extension, workflow_answers
@@ -96,10 +96,25 @@ def _cancel_in_background(run_id: int) -> None:
 
 
 async def _late_response(
-    call: WorkflowCall, started: RunStarted | None, task_due: bool, threads: Threads
+    call: WorkflowCall,
+    started: RunStarted | RunWaiting | None,
+    task_due: bool,
+    threads: Threads,
 ) -> Message:
     """The response to a call whose run has not ended in time: a task handle when one is
-    due, else a result saying that the run goes on (or that it could not even start)."""
+    due, else a result saying that the run goes on (or that it could not even start: its
+    caller's share of the run threads was taken, or the server is overloaded)."""
+    if isinstance(started, RunWaiting):
+        return _tool_response(
+            call,
+            workflow_answers.error_result(
+                f"Workflow {call.tool.name!r} could not start within "
+                f"{settings.GRAPHS_RUN_WAIT_SECONDS:g} s: your calls already had "
+                f"{started.share} runs going, the most one caller may have at once "
+                "(GRAPHS_RUN_THREADS_PER_CALLER), and this one waited for one of them to end. "
+                "Nothing ran: try again when your other calls have answered."
+            ),
+        )
     if started is None:
         return _tool_response(
             call,
@@ -136,6 +151,7 @@ async def follow(call: WorkflowCall, threads: Threads) -> AsyncIterator[Message]
     give_up_at = now + settings.GRAPHS_RUN_WAIT_SECONDS
     task_at = now + settings.MCP_TASK_AFTER_SECONDS if call.may_become_task else math.inf
     started: RunStarted | None = None
+    waiting: RunWaiting | None = None
     response: Message | None = None
     try:
         while response is None:
@@ -144,7 +160,7 @@ async def follow(call: WorkflowCall, threads: Threads) -> AsyncIterator[Message]
                 event = await asyncio.wait_for(anext(events), max(deadline - loop.time(), 0))
             except TimeoutError:
                 task_due = loop.time() >= task_at
-                response = await _late_response(call, started, task_due, threads)
+                response = await _late_response(call, started or waiting, task_due, threads)
             except WorkflowCallError as exc:
                 response = _tool_response(call, workflow_answers.error_result(str(exc)))
             else:
@@ -152,6 +168,8 @@ async def follow(call: WorkflowCall, threads: Threads) -> AsyncIterator[Message]
                     yield _progress(call, event)
                 elif isinstance(event, RunStarted):
                     started = event
+                elif isinstance(event, RunWaiting):
+                    waiting = event
                 else:
                     response = event.shaped
         yield response
