@@ -43,10 +43,11 @@ from graphs.limits import CEILINGS, limit_ceilings
 from graphs.models import Workflow
 from graphs.patching import definition_too_large
 from nodespecs.audit import Caller
+from nodespecs.builder_access import declares_servers, provider_refusal, usable_provider_names
 from nodespecs.egress import url_refusals
 from nodespecs.models import NodeSpec, NodeType, Provider
 from nodespecs.process_rights import command_refusal, stdio_refusal
-from nodespecs.providers import provider_find
+from nodespecs.providers import provider_reused
 
 #: The largest definition read, as YAML or JSON text, in bytes (what an import reads).
 MAX_DEFINITION_BYTES = 1_000_000
@@ -130,7 +131,9 @@ class _ServerIndex:
     """The servers a definition may call, resolved once against the registry."""
 
     def __init__(self, document: Mapping[str, Any], caller: Caller) -> None:
-        self.registered = set(Provider.objects.values_list("name", flat=True))
+        # Only the providers this caller may use (nodespecs/builder_access.py): another is
+        # as unknown to its nodes as a server nobody registered.
+        self.registered = usable_provider_names(caller)
         self.refused: list[Problem] = []
         self._bound: dict[str, Provider] = {}
         self._tools: dict[int, dict[str, ToolSchema] | None] = {}
@@ -140,8 +143,8 @@ class _ServerIndex:
         # A declared server is the provider import binds it to, or none: never another
         # provider that happens to have its name (import would register a new one).
         self._declared = {str(name) for name in section}
-        # Servers the egress policy judges (nodespecs/egress.py): an HTTP/SSE server that
-        # no operator registered, named by a caller who may not start processes.
+        # Servers the egress policy judges (nodespecs/egress.py): an HTTP/SSE server an API
+        # caller declares (nodespecs/builder_access.py), as its connections will be.
         checked_urls: dict[str, str] = {}
         for name, settings in section.items():
             config = parse_server(str(name), settings, [])
@@ -149,20 +152,28 @@ class _ServerIndex:
                 continue  # the engine reports why
             by_name = registered_as(config)
             if by_name is not None:  # as import: shown entries name their provider
-                self._bound[config.name] = by_name
+                self._bind(config.name, by_name, caller)
                 continue
             connection = server_connection(config, None)
-            found = provider_find(connection)
+            found = provider_reused(connection, caller)
             if found is not None:
-                self._bound[config.name] = found
+                self._bind(config.name, found, caller)
             if connection.transport == Provider.Transport.STDIO:
                 self._check_rights(config.name, connection.command, connection.env, found, caller)
-            elif not caller.may_start_processes and (found is None or found.declared_by):
+            elif declares_servers(caller):  # found, if any, is its own declared server
                 checked_urls[config.name] = connection.url
         for name, refusal in url_refusals(checked_urls).items():
             message = f"server {name!r}: refused by the egress policy: {refusal.reason}"
             at = ("mcpServers", name, "url")
             self.refused.append(error("server_address_refused", message, at))
+
+    def _bind(self, name: str, provider: Provider, caller: Caller) -> None:
+        """Bind server `name` to `provider`, or refuse it when `caller` may not use it."""
+        refusal = provider_refusal(provider, caller, name)
+        if refusal is None:
+            self._bound[name] = provider
+        else:
+            self.refused.append(error("provider_not_allowed", refusal, ("mcpServers", name)))
 
     def _check_rights(
         self,
