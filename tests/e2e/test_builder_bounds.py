@@ -7,17 +7,15 @@ listener socket on 127.0.0.1 show that nothing was built, stored or reached.
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.conftest import LiveServer, _manage, start_server
 from tests.e2e.test_mcp_client import connect, run
+from tests.witnesses import Listener
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -31,44 +29,10 @@ def server(tmp_path_factory) -> Iterator[LiveServer]:
     yield from start_server(tmp_path_factory.mktemp("bounds"))
 
 
-@dataclass
-class Listener:
-    """A socket on 127.0.0.1 that records each connection made to it."""
-
-    port: int
-    connections: list[str] = field(default_factory=list)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/x.json"
-
-
 @pytest.fixture
 def listener() -> Iterator[Listener]:
-    """A listener that closes each connection at once, so a server that did fetch fails
-    fast rather than hangs."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen()
-    sock.settimeout(0.1)
-    seen = Listener(sock.getsockname()[1])
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                connection, address = sock.accept()
-            except (TimeoutError, OSError):
-                continue
-            seen.connections.append(f"{address[0]}:{address[1]}")
-            connection.close()
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield seen
-    stop.set()
-    thread.join(timeout=2)
-    sock.close()
+    with Listener() as listening:
+        yield listening
 
 
 def definition(name: str, schema: dict | None = None, description: str = "Echoes n.") -> dict:

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import json
 import socket
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 
 from tests.e2e.conftest import LiveServer, _manage, start_server
 from tests.e2e.test_mcp_client import connect, run
+from tests.witnesses import database_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -100,18 +99,6 @@ def data_server(tmp_path_factory) -> Iterator[tuple[LiveServer, dict[str, str]]]
         yield server, keys
 
 
-def rows(server: LiveServer, sql: str) -> list[tuple]:
-    """Rows of the live server's own database (SQLite or PostgreSQL)."""
-    url = server.env["DATABASE_URL"]
-    if url.startswith("sqlite"):
-        with sqlite3.connect(urlsplit(url).path) as connection:
-            return connection.execute(sql).fetchall()
-    import psycopg
-
-    with psycopg.connect(url) as connection:
-        return connection.execute(sql).fetchall()
-
-
 def _text(result) -> str:
     return " ".join(getattr(part, "text", "") for part in result.content) + json.dumps(
         result.structured_content
@@ -129,7 +116,7 @@ def test_a_key_cannot_read_another_keys_run_through_from_run(data_server):
             )
             assert not tested.is_error, _text(tested)
             alices = tested.structured_content["run_id"]
-        runs_before = rows(server, "SELECT count(*) FROM graphs_run")
+        runs_before = database_rows(server, "SELECT count(*) FROM graphs_run")
         async with connect(server, "auto", key=keys["b"], timeout=30) as mallory:
             stolen = await mallory.call_tool(
                 "test_workflow",
@@ -173,12 +160,12 @@ def test_a_key_cannot_read_another_keys_run_through_from_run(data_server):
     assert not read.is_error, _text(read)
     assert PRIVATE in _text(read)
     # The refused calls made no run (the two allowed ones of mallory and the auditor's did).
-    assert rows(server, "SELECT count(*) FROM graphs_run")[0][0] == runs_before[0][0] + 3
+    assert database_rows(server, "SELECT count(*) FROM graphs_run")[0][0] == runs_before[0][0] + 3
 
 
 def test_get_workflow_shows_no_credential_and_what_it_shows_can_be_sent_back(data_server):
     server, keys = data_server
-    providers_before = rows(server, "SELECT id, name FROM nodespecs_provider ORDER BY id")
+    providers_before = database_rows(server, "SELECT id, name FROM nodespecs_provider ORDER BY id")
 
     async def scenario():
         async with connect(server, "auto", key=keys["b"], timeout=30) as mallory:
@@ -205,8 +192,11 @@ def test_get_workflow_shows_no_credential_and_what_it_shows_can_be_sent_back(dat
     assert servers["remote"]["url"].endswith("/mcp?api_key=<secret>&region=eu")
     assert not saved.is_error, _text(saved)
     # The masked entries named their providers: none was added, none holds a mask.
-    assert rows(server, "SELECT id, name FROM nodespecs_provider ORDER BY id") == providers_before
-    stored = rows(server, "SELECT url, args FROM nodespecs_provider")
+    assert (
+        database_rows(server, "SELECT id, name FROM nodespecs_provider ORDER BY id")
+        == providers_before
+    )
+    stored = database_rows(server, "SELECT url, args FROM nodespecs_provider")
     assert "<secret>" not in json.dumps(stored)
     assert "PG-PASSWORD-e2e-77" in json.dumps(stored)  # the operator's settings are intact
 
@@ -222,7 +212,7 @@ def test_a_run_error_names_the_server_but_quotes_none_of_its_credentials(data_se
 
     assert failed.is_error
     assert "127.0.0.1" in _text(failed)  # it still says which server
-    stored = rows(server, "SELECT error FROM graphs_run") + rows(
+    stored = database_rows(server, "SELECT error FROM graphs_run") + database_rows(
         server, "SELECT error FROM graphs_nodeexecution"
     )
     assert any("127.0.0.1" in (error or "") for (error,) in stored)
@@ -243,8 +233,8 @@ def test_a_password_argument_copied_under_other_keys_is_in_no_row(data_server):
     assert not called.is_error, _text(called)
     assert f"pw is {PASSWORD}" in _text(called)  # the node got the real value
     history = json.dumps(
-        rows(server, "SELECT arguments, result, error FROM graphs_run")
-        + rows(server, "SELECT detail, output, error FROM graphs_nodeexecution")
+        database_rows(server, "SELECT arguments, result, error FROM graphs_run")
+        + database_rows(server, "SELECT detail, output, error FROM graphs_nodeexecution")
     )
     assert PASSWORD not in history
     assert "pw is ********" in history

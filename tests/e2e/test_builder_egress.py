@@ -25,6 +25,7 @@ import pytest
 
 from tests.e2e.conftest import LiveServer, _manage, start_server
 from tests.e2e.test_mcp_client import connect, run
+from tests.witnesses import Listener
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -50,30 +51,6 @@ def getaddrinfo(host, port, *args, **kwargs):
 
 socket.getaddrinfo = getaddrinfo
 '''
-
-
-class Listener:
-    """A TCP listener that counts the connections it is offered."""
-
-    def __init__(self, host: str = "127.0.0.1") -> None:
-        self.sock = socket.socket()
-        self.sock.bind((host, 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                accepted, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            accepted.close()
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @pytest.fixture(scope="module")
@@ -173,7 +150,7 @@ def test_every_spelling_of_loopback_is_reported_and_refused_and_nothing_is_reach
         assert "EGRESS_ALLOWED_NETWORKS" in refused[0]["message"]
         assert created[host].is_error, host
         assert "server_address_refused" in str(created[host].content), host
-    assert listener.connections == 0
+    assert listener.connections == []
 
 
 def test_a_name_rebound_to_loopback_after_validation_is_refused_when_the_run_connects(
@@ -208,7 +185,7 @@ def test_a_name_rebound_to_loopback_after_validation_is_refused_when_the_run_con
     assert "refused by the egress policy" in error
     assert "evil.rebind.test is a loopback address" in error
     assert "127.0.0.1" not in error  # what an internal name resolves to is not told
-    assert listener.connections == 0
+    assert listener.connections == []
 
 
 @contextmanager

@@ -9,47 +9,20 @@ the database that nothing was stored.
 from __future__ import annotations
 
 import json
-import socket
-import sqlite3
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 
 from tests.e2e.conftest import ROOT, LiveServer, _manage, start_server
 from tests.e2e.test_mcp_client import connect, run
+from tests.witnesses import Listener, database_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 HOSTILE_SCOPES = "tools:read,tools:execute,workflows:write,workflows:publish"
-
-
-class Listener:
-    """A TCP listener on 127.0.0.1 that counts the connections it is offered."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            conn.close()
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 OPERATOR_GRAPH = """
@@ -120,22 +93,10 @@ def owned_server(tmp_path_factory) -> Iterator[tuple[LiveServer, str, Listener, 
     listener.close()
 
 
-def rows(server: LiveServer, sql: str) -> list[tuple]:
-    """Rows of the live server's own database (SQLite or PostgreSQL)."""
-    url = server.env["DATABASE_URL"]
-    if url.startswith("sqlite"):
-        with sqlite3.connect(urlsplit(url).path) as connection:
-            return connection.execute(sql).fetchall()
-    import psycopg
-
-    with psycopg.connect(url) as connection:
-        return connection.execute(sql).fetchall()
-
-
 def test_a_builder_key_cannot_take_over_an_operators_workflow(owned_server):
     server, hostile, listener, _ = owned_server
     evil = {"type": "http", "url": f"http://127.0.0.1:{listener.port}/mcp"}
-    versions_before = rows(server, "SELECT count(*) FROM graphs_workflowversion")
+    versions_before = database_rows(server, "SELECT count(*) FROM graphs_workflowversion")
 
     async def scenario():
         async with connect(server, "auto", key=hostile, timeout=30) as agent:
@@ -180,11 +141,11 @@ def test_a_builder_key_cannot_take_over_an_operators_workflow(owned_server):
             ]
 
     run(scenario)
-    assert listener.connections == 0
-    assert rows(server, "SELECT count(*) FROM graphs_workflowversion") == versions_before
-    assert rows(server, "SELECT count(*) FROM graphs_workflow WHERE name = 'helpful_tool'") == [
-        (0,)
-    ]
+    assert listener.connections == []
+    assert database_rows(server, "SELECT count(*) FROM graphs_workflowversion") == versions_before
+    assert database_rows(
+        server, "SELECT count(*) FROM graphs_workflow WHERE name = 'helpful_tool'"
+    ) == [(0,)]
 
 
 def test_a_builder_key_cannot_call_an_operators_provider(owned_server):
@@ -199,8 +160,10 @@ def test_a_builder_key_cannot_call_an_operators_provider(owned_server):
             assert created.is_error
 
     run(scenario)
-    assert listener.connections == 0
-    assert rows(server, "SELECT count(*) FROM graphs_workflow WHERE name = 'use_vault'") == [(0,)]
+    assert listener.connections == []
+    assert database_rows(
+        server, "SELECT count(*) FROM graphs_workflow WHERE name = 'use_vault'"
+    ) == [(0,)]
 
 
 def test_a_declared_server_never_enters_the_catalog(owned_server):
@@ -214,7 +177,7 @@ def test_a_declared_server_never_enters_the_catalog(owned_server):
             assert not created.is_error, created.content
 
     run(scenario)
-    declared = rows(
+    declared = database_rows(
         server, "SELECT name, declared_by FROM nodespecs_provider WHERE url LIKE '%agent-mcp'"
     )
     assert len(declared) == 1
@@ -225,10 +188,12 @@ def test_a_declared_server_never_enters_the_catalog(owned_server):
     )  # fmt: skip
     assert refresh.returncode == 1
     assert "its tools never enter the catalog" in refresh.stdout
-    assert rows(server, "SELECT count(*) FROM nodespecs_nodespec WHERE subtype LIKE '%AGENT%'") == [
-        (0,)
-    ]
-    assert listener.connections == 0  # creating it reached nothing either
-    trail = rows(server, "SELECT actor FROM nodespecs_auditevent WHERE object_label = 'own_server'")
+    assert database_rows(
+        server, "SELECT count(*) FROM nodespecs_nodespec WHERE subtype LIKE '%AGENT%'"
+    ) == [(0,)]
+    assert listener.connections == []  # creating it reached nothing either
+    trail = database_rows(
+        server, "SELECT actor FROM nodespecs_auditevent WHERE object_label = 'own_server'"
+    )
     assert trail
     assert all(actor.startswith("key:") for (actor,) in trail)

@@ -164,8 +164,15 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
         stack.enter_context(
             _running(_celery(queued.env, tmp / "beat.log", *beat_args, ready="beat: Starting"))
         )
+        # One key's twelve runs at once (test_long_calls) may hold every run thread here: a
+        # key's share of them is tested in test_builder_recursion.
         direct = stack.enter_context(
-            contextmanager(start_server)(tmp / "direct", EXECUTION_MODE="direct", **common)
+            contextmanager(start_server)(
+                tmp / "direct",
+                EXECUTION_MODE="direct",
+                GRAPHS_RUN_THREADS_PER_CALLER="16",
+                **common,
+            )
         )
         yield Stack(queued, direct, worker, database_url)
 

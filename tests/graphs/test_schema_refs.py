@@ -5,10 +5,7 @@ so a schema stored before that rule fails to resolve instead of reaching a liste
 
 from __future__ import annotations
 
-import socket
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -28,47 +25,15 @@ from graphs.validation import validate_workflow
 from mcp_endpoint.workflow_answers import outcome_result
 from nodespecs.audit import caller_command
 from tests.graphs.conftest import FILES
+from tests.witnesses import Listener
 
 OPERATOR = caller_command("tests")
 
 
-@dataclass
-class Listener:
-    """A socket on 127.0.0.1 that records every connection made to it (and closes it at
-    once, so that a client that did connect fails fast rather than waiting)."""
-
-    port: int
-    connections: list[str] = field(default_factory=list)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/schema.json"
-
-
 @pytest.fixture
 def listener() -> Iterator[Listener]:
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    server.settimeout(0.1)
-    seen = Listener(server.getsockname()[1])
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                connection, address = server.accept()
-            except (TimeoutError, OSError):
-                continue
-            seen.connections.append(f"{address[0]}:{address[1]}")
-            connection.close()
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield seen
-    stop.set()
-    thread.join(timeout=2)
-    server.close()
+    with Listener() as listening:
+        yield listening
 
 
 def _remote(url: str) -> dict:
