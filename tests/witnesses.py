@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 import sqlite3
+import struct
 import threading
 from typing import Any
 from urllib.parse import urlsplit
@@ -13,10 +14,12 @@ from urllib.parse import urlsplit
 
 class Listener:
     """A TCP listener that records each connection it is offered and closes it at once, so a
-    server that did connect fails fast rather than hangs. Use it as a context manager, or
-    call `close`."""
+    server that did connect fails fast rather than hangs; with `reset`, it resets each one
+    instead (a port that is open but speaks no HTTP). Use it as a context manager, or call
+    `close`."""
 
-    def __init__(self, host: str = "127.0.0.1") -> None:
+    def __init__(self, host: str = "127.0.0.1", *, reset: bool = False) -> None:
+        self.reset = reset
         self.sock = socket.socket()
         self.sock.bind((host, 0))
         self.sock.listen(16)
@@ -38,6 +41,8 @@ class Listener:
             except OSError:
                 return
             self.connections.append(f"{address[0]}:{address[1]}")
+            if self.reset:  # linger 0: close sends RST, not FIN
+                accepted.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             accepted.close()
 
     def close(self) -> None:

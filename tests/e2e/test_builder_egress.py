@@ -13,7 +13,6 @@ answers names under `rebind.test` with the address written in a file the test ch
 from __future__ import annotations
 
 import socket
-import struct
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -217,26 +216,6 @@ def leaky_http_server(host: str) -> Iterator[int]:
         server.server_close()
 
 
-@contextmanager
-def resetting_port(host: str) -> Iterator[int]:
-    """A port that is open but resets every connection at once."""
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        sock.listen(8)
-
-        def reset_each() -> None:
-            while True:
-                try:
-                    accepted, _ = sock.accept()
-                except OSError:
-                    return
-                accepted.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                accepted.close()
-
-        threading.Thread(target=reset_each, daemon=True).start()
-        yield sock.getsockname()[1]
-
-
 def test_an_allowed_servers_failures_are_told_by_their_class_only(egress_server):
     server, builder, _ = egress_server
     with socket.socket() as closed:  # a port on 127.0.0.2 that nothing listens on
@@ -253,11 +232,14 @@ def test_an_allowed_servers_failures_are_told_by_their_class_only(egress_server)
 
     async def scenario():
         async with connect(server, "auto", key=builder, timeout=60) as agent:
-            with leaky_http_server("127.0.0.2") as leaky, resetting_port("127.0.0.2") as reset:
+            with (
+                leaky_http_server("127.0.0.2") as leaky,
+                Listener("127.0.0.2", reset=True) as reset,
+            ):
                 return (
                     await test_run(agent, "leaky", f"http://127.0.0.2:{leaky}/mcp"),
                     await test_run(agent, "closed", f"http://127.0.0.2:{closed_port}/mcp"),
-                    await test_run(agent, "reset", f"http://127.0.0.2:{reset}/mcp"),
+                    await test_run(agent, "reset", f"http://127.0.0.2:{reset.port}/mcp"),
                 )
 
     leaky, closed, reset = run(scenario)

@@ -8,7 +8,6 @@ import asyncio
 import ipaddress
 import logging
 import socket
-import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from nodespecs.egress import CheckedTransport, EgressPolicy, EgressRefused, addr
 from nodespecs.mcp_client import Connection, DownstreamError, DownstreamTimeout
 from tests.graphs.validation.helpers import count_files
 from tests.peers import echo_http_server, free_port
+from tests.witnesses import Listener
 
 pytestmark = [pytest.mark.timeout(60)]
 
@@ -385,26 +385,6 @@ def test_a_body_and_reason_phrase_are_never_quoted(loopback_allowed, caplog):
     assert "secret-reason" in caplog.text
 
 
-@contextmanager
-def resetting_server() -> Iterator[int]:
-    """A port that accepts each connection and resets it at once: open, but not HTTP."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(8)
-
-        def reset_each() -> None:
-            while True:
-                try:
-                    accepted, _ = sock.accept()
-                except OSError:
-                    return
-                accepted.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                accepted.close()
-
-        threading.Thread(target=reset_each, daemon=True).start()
-        yield sock.getsockname()[1]
-
-
 def test_a_closed_port_and_a_reset_connection_are_told_alike_as_unreachable(loopback_allowed):
     """Were they told apart, the service would tell an agent which ports are open."""
 
@@ -417,8 +397,8 @@ def test_a_closed_port_and_a_reset_connection_are_told_alike_as_unreachable(loop
         return str(failure.value).replace(url, "<url>")
 
     closed = failure_at(free_port())
-    with resetting_server() as port:
-        reset = failure_at(port)
+    with Listener(reset=True) as resetting:
+        reset = failure_at(resetting.port)
 
     assert closed == reset
     assert "unreachable" in closed
