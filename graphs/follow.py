@@ -162,16 +162,24 @@ async def _in_turn(
         if turn is not None:
             post(RunWaiting(share))
             await SHARES.wait(caller, turn)
-    try:
-        running = asyncio.ensure_future(threads.run(direct))
-    except BaseException:
-        if share is not None:
+    if share is None:
+        await asyncio.shield(threads.run(direct))
+        return
+
+    def direct_in_place() -> None:
+        # The place is given back by the run's thread when it is done with it, not by this
+        # task: a follower that leaves cancels this task, and the thread goes on until
+        # `direct` sees it left (nor by the event loop, which may have closed by then).
+        try:
+            direct()
+        finally:
             SHARES.give_back(caller)
+
+    try:
+        running = threads.run(direct_in_place)
+    except BaseException:
+        SHARES.give_back(caller)
         raise
-    if share is not None:
-        # When the run's thread is done with it, not when this task is: a follower that
-        # leaves cancels this task, and the thread goes on until `direct` sees it left.
-        running.add_done_callback(lambda _: SHARES.give_back(caller))
     await asyncio.shield(running)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from django.db import connections
 
 from graphs import control, direct_turns, follow
 from graphs.direct_turns import CallerShares, Ticket
@@ -194,6 +195,15 @@ def test_a_run_whose_caller_leaves_before_it_starts_never_starts(runs, pool, wai
     asyncio.run(scenario())
 
 
+def closing_connections(work) -> None:
+    """Do `work` on this thread, then close the database connection it opened here (a thread's
+    connection left open outlives the test database on PostgreSQL)."""
+    try:
+        work()
+    finally:
+        connections.close_all()
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("how", ["notifications/cancelled", "the session ended"])
 def test_a_cancelled_call_waiting_for_a_thread_never_starts(runs, pool, how):
@@ -213,7 +223,7 @@ def test_a_cancelled_call_waiting_for_a_thread_never_starts(runs, pool, how):
             cancel = lambda: control.session_runs_cancel(  # noqa: E731
                 session_id="s", reason="The session ended"
             )
-        await asyncio.to_thread(cancel)
+        await asyncio.to_thread(closing_connections, cancel)
         runs.released.set()
         with pytest.raises(WorkflowCallError, match="did not start"):
             await asyncio.wait_for(pending, 2)
