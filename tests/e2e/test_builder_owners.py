@@ -82,7 +82,9 @@ def owned_server(tmp_path_factory) -> Iterator[tuple[LiveServer, str, Listener, 
     graph.write_text(OPERATOR_GRAPH.format(port=listener.port))
     (tmp / "server").mkdir()
     # The operator allows loopback, so the egress policy is not what stops the agent here.
-    for server in start_server(tmp / "server", EGRESS_ALLOWED_NETWORKS="127.0.0.0/8"):
+    for server in start_server(
+        tmp / "server", EGRESS_ALLOWED_NETWORKS="127.0.0.0/8", BUILDER_MAX_DECLARED_SERVERS="5"
+    ):
         _manage(server.env, "import_graph", str(graph))
         hostile = (
             _manage(server.env, "create_api_key", "--name", "agent", "--scopes", HOSTILE_SCOPES)
@@ -197,3 +199,31 @@ def test_a_declared_server_never_enters_the_catalog(owned_server):
     )
     assert trail
     assert all(actor.startswith("key:") for (actor,) in trail)
+
+
+def test_a_key_probing_many_addresses_registers_no_more_than_its_limit(owned_server):
+    server, _, listener, _ = owned_server
+    prober = (
+        _manage(server.env, "create_api_key", "--name", "prober", "--scopes", HOSTILE_SCOPES)
+        .strip()
+        .splitlines()[-1]
+    )
+
+    async def scenario():
+        async with connect(server, "auto", key=prober, timeout=30) as agent:
+            answers = []
+            for number in range(7):
+                url = f"http://127.0.0.1:{listener.port}/probe-{number}"
+                draft = attacker_draft(f"probe{number}", f"probe_{number}", {"url": url}, url)
+                answers.append(await agent.call_tool("create_workflow", {"definition": draft}))
+            return answers
+
+    answers = run(scenario)
+    assert [answer.is_error for answer in answers] == [False] * 5 + [True] * 2
+    assert "BUILDER_MAX_DECLARED_SERVERS = 5" in answers[-1].content[0].text
+    prefix = prober.split("_")[1]
+    declared = database_rows(
+        server, f"SELECT count(*) FROM nodespecs_provider WHERE declared_by = 'key:{prefix}'"
+    )
+    assert declared == [(5,)]
+    assert listener.connections == []
