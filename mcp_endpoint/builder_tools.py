@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Annotated, Any, TypeVar, cast
 
 from mcp import types
 from pydantic import Field
@@ -28,12 +28,14 @@ from mcp_endpoint.keys import with_same_owner_actors
 from mcp_endpoint.tool_definitions import StartRun, StrictArguments, ToolDefinition, ToolError
 from nodespecs.audit import Caller
 
+# A definition as YAML or JSON text, whose size the schema advertises (the drafts refuse a
+# larger one by its size, naming the limit), or as a JSON object: the inputSchema says both.
+_DefinitionText = Annotated[str, Field(json_schema_extra={"maxLength": MAX_DEFINITION_BYTES})]
 _DEFINITION = Field(
     description=(
         "A graph in the YAML format of mcpGraph (server, executionLimits, mcpServers, tools "
         "with nodes; either file form), as YAML text or as a JSON object."
     ),
-    json_schema_extra={"maxLength": MAX_DEFINITION_BYTES},
 )
 _NAME = Field(description="The workflow's name (its tool name).", max_length=128)
 _COMMENT = Field(default="", description="Why: kept with the version.", max_length=300)
@@ -71,7 +73,7 @@ _VERSION_FIELDS: dict[str, Any] = {
 
 
 class ValidateWorkflowArguments(StrictArguments):
-    definition: str | dict[str, Any] = _DEFINITION
+    definition: _DefinitionText | dict[str, Any] = _DEFINITION
     name: str | None = Field(
         default=None,
         description="An existing workflow this definition would replace: changes that break "
@@ -81,7 +83,7 @@ class ValidateWorkflowArguments(StrictArguments):
 
 
 class CreateWorkflowArguments(StrictArguments):
-    definition: str | dict[str, Any] = _DEFINITION
+    definition: _DefinitionText | dict[str, Any] = _DEFINITION
     group: str | None = Field(
         default=None,
         description="The workflow group: required when the definition has no server block, "
@@ -93,11 +95,10 @@ class CreateWorkflowArguments(StrictArguments):
 
 class UpdateWorkflowArguments(StrictArguments):
     name: str = _NAME
-    definition: str | dict[str, Any] | None = Field(
+    definition: _DefinitionText | dict[str, Any] | None = Field(
         default=None,
-        description="The whole new definition (one tool, the same name and group); or send "
-        "`patch` instead.",
-        json_schema_extra={"maxLength": MAX_DEFINITION_BYTES},
+        description="The whole new definition (one tool, the same name and group), as YAML "
+        "text or as a JSON object; or send `patch` instead.",
     )
     patch: list[dict[str, Any]] | None = Field(
         default=None,

@@ -53,11 +53,16 @@ class StrictArguments(BaseModel):
 def _input_schema(arguments: type[StrictArguments]) -> dict[str, Any]:
     """The JSON Schema of an argument model, built once (pydantic's is not cheap)."""
     schema = arguments.model_json_schema()
-    # Optional string arguments read as plain strings (null is the same as leaving them out).
+    # Optional arguments read as their type alone (null is the same as leaving them out); an
+    # argument of several types keeps them all (a definition: text or an object).
     for prop in schema.get("properties", {}).values():
         variants = prop.pop("anyOf", None)
         if variants:
-            prop.update(next(v for v in variants if v.get("type") != "null"))
+            kept = [v for v in variants if v.get("type") != "null"]
+            if len(kept) == 1:
+                prop.update(kept[0])
+            else:
+                prop["anyOf"] = kept
             if prop.get("default", "") is None:
                 del prop["default"]
     return schema
