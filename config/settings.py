@@ -7,6 +7,7 @@ docs/operations.md.
 
 import base64
 import ipaddress
+import logging
 import os
 from pathlib import Path
 
@@ -231,6 +232,17 @@ if not DEBUG:
 LOG_FORMAT = os.environ.get("LOG_FORMAT", "plain").strip().lower()
 if LOG_FORMAT not in ("plain", "json"):
     raise ImproperlyConfigured(f"LOG_FORMAT={LOG_FORMAT!r} is not a format: use plain or json.")
+LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO").strip().upper()
+if not isinstance(logging.getLevelName(LOG_LEVEL), int):
+    raise ImproperlyConfigured(
+        f"LOG_LEVEL={LOG_LEVEL!r} is not a level: use DEBUG, INFO, WARNING, ERROR or CRITICAL."
+    )
+# Libraries that log what passes through them below WARNING: the MCP SDK each message it
+# sends or receives (a downstream call's arguments, secrets the history masks; its client
+# session logs as "client"), sse-starlette each chunk it streams, httpx2, httpcore2 and urllib3
+# each URL and connection. They never write below WARNING, nor below LOG_LEVEL.
+PAYLOAD_LOGGERS = ("mcp", "client", "sse_starlette", "httpx2", "httpcore2", "urllib3")
+PAYLOAD_LOGGERS_LEVEL = logging.getLevelName(max(logging.WARNING, logging.getLevelName(LOG_LEVEL)))
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -244,7 +256,9 @@ LOGGING = {
         },
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    # Whatever LOG_LEVEL says, these write warnings and errors only (issue 25, item 17).
+    "loggers": {name: {"level": PAYLOAD_LOGGERS_LEVEL} for name in PAYLOAD_LOGGERS},
 }
 
 # Prometheus metrics (docs/operations.md, "Metrics"): recorded unless METRICS_ENABLED=false;
