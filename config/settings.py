@@ -494,3 +494,9 @@ if TRACE_URL_TEMPLATE and "{trace_id}" not in TRACE_URL_TEMPLATE:
         f"TRACE_URL_TEMPLATE={TRACE_URL_TEMPLATE!r} has no {{trace_id}}: write where the "
         "trace id goes, e.g. http://jaeger.internal:16686/trace/{trace_id}."
     )
+
+# Issue 25, item 16: whose address the allow-lists read.
+# The proxies trusted to write X-Forwarded-For: the variable uvicorn reads for
+# --forwarded-allow-ips, read here too. Empty (the default): no proxy, and a request carrying
+# the header matches no address allow-list (mcp_endpoint/client_addresses.py).
+FORWARDED_ALLOW_IPS = os.environ.get("FORWARDED_ALLOW_IPS", "").strip()

@@ -10,7 +10,6 @@ each names, as does `/api/v1/runs/{id}/cancel` (tools:execute, the key's own run
 
 from __future__ import annotations
 
-import ipaddress
 import time
 import uuid
 from typing import Any
@@ -29,6 +28,7 @@ from pydantic import Field
 
 from mcp_endpoint import dispatch, telemetry
 from mcp_endpoint.auth import Refusal, admit
+from mcp_endpoint.client_addresses import allow_listed
 from mcp_endpoint.core import LATEST_HANDSHAKE_VERSION, Caller, context_for, execute
 from mcp_endpoint.errors import (
     RETRY_AFTER_SECONDS,
@@ -184,17 +184,14 @@ def _internal_only(request: HttpRequest) -> None:
     token = settings.MCP_INTERNAL_TOKEN
     if token and request.headers.get("X-Internal-Token") == token:
         return
-    try:
-        address = ipaddress.ip_address(request.META.get("REMOTE_ADDR", ""))
-    except ValueError:
-        address = None
-    for network in settings.MCP_INTERNAL_NETWORKS:
-        if address is not None and address in ipaddress.ip_network(network, strict=False):
-            return
+    address = request.META.get("REMOTE_ADDR", "")
+    if allow_listed(address, request.headers, settings.MCP_INTERNAL_NETWORKS):
+        return
     raise ApiRefusal(
         403,
         "Forbidden: internal endpoints need the X-Internal-Token header (MCP_INTERNAL_TOKEN) "
-        "or a client address in MCP_INTERNAL_NETWORKS.",
+        "or a client address in MCP_INTERNAL_NETWORKS (read from X-Forwarded-For only when "
+        "FORWARDED_ALLOW_IPS names the proxy).",
     )
 
 

@@ -16,10 +16,8 @@ logged by its identity (`key:<prefix>`), never the key.
 
 from __future__ import annotations
 
-import ipaddress
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from functools import lru_cache
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
@@ -34,6 +32,7 @@ from graphs.telemetry import RunQueueCollector
 from graphs.toolset import workflow_tools
 from mcp_endpoint import dispatch, traces
 from mcp_endpoint.auth import REALM, Refusal, admit, presented_key
+from mcp_endpoint.client_addresses import allow_listed
 from mcp_endpoint.http_messages import Facts, Outbound, response_outcome
 from mcp_endpoint.models import Scope
 from mcp_endpoint.tools import TOOLS
@@ -270,36 +269,19 @@ def _rest_trace(request: HttpRequest) -> traces.RestTrace | None:
 # The /metrics page.
 
 
-@lru_cache(maxsize=1)
-def _allowed_networks(
-    addresses: tuple[str, ...],
-) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
-    return tuple(ipaddress.ip_network(address, strict=False) for address in addresses)
-
-
-def address_allowed(address: str) -> bool:
-    """Whether a client address is in `METRICS_ALLOWED_ADDRESSES`."""
-    networks = _allowed_networks(tuple(settings.METRICS_ALLOWED_ADDRESSES))
-    if not networks:
-        return False
-    try:
-        client = ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    return any(client in network for network in networks)
-
-
 def metrics_refusal(headers: Mapping[str, str], address: str) -> Refusal | None:
     """Why a scrape is refused (401 without a key or with a bad one, 403 without the scope
     metrics:read, 429 over the key's limit), or None when it may read the metrics: a client
-    in `METRICS_ALLOWED_ADDRESSES` needs no key."""
-    if address_allowed(address):
+    in `METRICS_ALLOWED_ADDRESSES` needs no key (its address read as
+    `client_addresses.allow_listed` reads it, never from a header anyone may write)."""
+    if allow_listed(address, headers, settings.METRICS_ALLOWED_ADDRESSES):
         return None
     if presented_key(headers) is None and not settings.MCP_ANONYMOUS_SCOPES:
         return Refusal(
             401,
             "Unauthorized: /metrics needs an API key with the scope metrics:read "
-            "('Authorization: Bearer KEY'), or a client address in METRICS_ALLOWED_ADDRESSES.",
+            "('Authorization: Bearer KEY'), or a client address in METRICS_ALLOWED_ADDRESSES "
+            "(read from X-Forwarded-For only when FORWARDED_ALLOW_IPS names the proxy).",
             {"WWW-Authenticate": REALM},
         )
     caller = admit(headers, address)
