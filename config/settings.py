@@ -495,8 +495,12 @@ if TRACE_URL_TEMPLATE and "{trace_id}" not in TRACE_URL_TEMPLATE:
         "trace id goes, e.g. http://jaeger.internal:16686/trace/{trace_id}."
     )
 
-# Issue 25, item 16: whose address the allow-lists read.
+# Issue 25, items 12, 15 and 16: what callers may store and label, and whose address counts.
 # The proxies trusted to write X-Forwarded-For: the variable uvicorn reads for
 # --forwarded-allow-ips, read here too. Empty (the default): no proxy, and a request carrying
 # the header matches no address allow-list (mcp_endpoint/client_addresses.py).
 FORWARDED_ALLOW_IPS = os.environ.get("FORWARDED_ALLOW_IPS", "").strip()
+# Metric labels bounded by construction: of the published workflows, the
+# METRICS_WORKFLOW_LABELS oldest are labelled by name in /metrics, the others as "other"
+# (graphs/telemetry.py); the servers agents declare are one provider label, "declared".
+METRICS_WORKFLOW_LABELS = env_count("METRICS_WORKFLOW_LABELS", 100)

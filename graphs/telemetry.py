@@ -6,8 +6,10 @@ Recorded where the history is written, so the metrics and the history agree: a r
 are `mcp_endpoint/telemetry.py`'s. `RunQueueCollector` reads the waiting runs and the
 Celery queue when `/metrics` is scraped, so a run costs nothing for it.
 
-Labels stay bounded: a workflow is named by its stored name (workflows are created by staff
-and by keys with `workflows:write`), a test run as "test", a node by its type (five).
+Labels stay bounded whatever callers do: a workflow is named by its name only when it is one
+of the METRICS_WORKFLOW_LABELS oldest published and enabled workflows (`workflow_label`; keys
+with `workflows:write` create workflows, so their names are unbounded), else "other"; a test
+run is "test", a node its type (five).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from prometheus_client.registry import Collector
 
 from graphs.engine import NodeRecord
 from graphs.models import Run
+from graphs.toolset import WorkflowTool, workflow_tools
 from nodespecs import telemetry
 
 logger = logging.getLogger(__name__)
@@ -40,13 +43,33 @@ NODE_SECONDS = telemetry.histogram(
     ["type", "status"],
 )
 TEST_RUN = "test"
+# The names `labelled_workflows` chose, with the snapshot and the limit they were chosen from.
+_labelled: tuple[dict[str, WorkflowTool], int, frozenset[str]] | None = None
+
+
+def labelled_workflows() -> frozenset[str]:
+    """The workflows whose names are metric labels: the METRICS_WORKFLOW_LABELS oldest (by
+    id) of those served now. Chosen again only when the served workflows change. May query
+    (the workflow snapshot, graphs/toolset.py), as a call does."""
+    global _labelled
+    tools, limit = workflow_tools(), settings.METRICS_WORKFLOW_LABELS
+    chosen = _labelled
+    if chosen is None or chosen[0] is not tools or chosen[1] != limit:
+        oldest = sorted(tools.values(), key=lambda tool: tool.workflow_id)[:limit]
+        chosen = _labelled = (tools, limit, frozenset(tool.name for tool in oldest))
+    return chosen[2]
+
+
+def workflow_label(name: str) -> str:
+    """A workflow's metric label: its name when `labelled_workflows` holds it, else "other"."""
+    return name if name in labelled_workflows() else telemetry.OTHER
 
 
 def run_finished(run: Run) -> None:
     """A run ended (`graphs.runs._finish`, its fields set): count it and, with JSON logs,
     write its `run_end` line. Never its arguments, result or error text: they may carry
     what a caller sent."""
-    workflow = TEST_RUN if run.is_test else run.workflow_name
+    workflow = TEST_RUN if run.is_test else workflow_label(run.workflow_name)
     seconds = (run.duration_ms or 0.0) / 1000
     if telemetry.metrics_enabled():
         RUNS.child(workflow, run.status).inc()

@@ -10,7 +10,9 @@ Runs, nodes, downstream calls and the pool are `graphs/telemetry.py`'s and
 `nodespecs/telemetry.py`'s, the shared machinery the latter's.
 
 Labels are bounded: a method is one the protocol defines (else "other"), a tool one this
-server serves (else "other"), a REST route its pattern, never the path as sent. The key is
+server serves (else "other"; a workflow only among the METRICS_WORKFLOW_LABELS that
+`graphs.telemetry.labelled_workflows` names), a REST route its pattern, never the path as
+sent. The key is
 logged by its identity (`key:<prefix>`), never the key.
 """
 
@@ -28,7 +30,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.registry import Collector
 
 from graphs import tracing
-from graphs.telemetry import RunQueueCollector
+from graphs.telemetry import RunQueueCollector, labelled_workflows
 from graphs.toolset import workflow_tools
 from mcp_endpoint import dispatch, traces
 from mcp_endpoint.auth import REALM, Refusal, admit, presented_key
@@ -69,9 +71,12 @@ _EMPTY = Facts()
 
 
 def known_tool(name: str, server: str | None = None) -> bool:
-    """Whether `name` is a tool this server serves (at `/mcp`, or the group `server`'s): only
-    those are metric labels. May query like the call itself (the workflow snapshot)."""
-    return name in TOOLS or name in dispatch.EXTRA_TOOLS or name in workflow_tools(server)
+    """Whether `name` is a metric label: a tool this server serves (at `/mcp`, or the group
+    `server`'s), a workflow only among `labelled_workflows`. May query like the call itself
+    (the workflow snapshot)."""
+    if name in TOOLS or name in dispatch.EXTRA_TOOLS:
+        return True
+    return name in workflow_tools(server) and name in labelled_workflows()
 
 
 def _method_label(facts: Facts, http_method: str) -> str:

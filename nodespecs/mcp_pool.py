@@ -332,11 +332,9 @@ def request(
         answer = pool.run(pool.request(connection, what, send, deadline), deadline)
     except Exception as exc:
         elapsed = time.perf_counter() - started
-        telemetry.downstream_done(
-            connection.name, what, elapsed, exc, connection.secrets, trace_id=trace_id
-        )
+        telemetry.downstream_done(connection, what, elapsed, exc, trace_id=trace_id)
         raise
-    telemetry.downstream_done(connection.name, what, time.perf_counter() - started)
+    telemetry.downstream_done(connection, what, time.perf_counter() - started)
     return answer
 
 

@@ -38,6 +38,7 @@ from prometheus_client import (
     start_http_server,
 )
 
+from nodespecs.mcp_connection import Connection
 from nodespecs.secrets import redact
 
 EVENTS = logging.getLogger("switchyard.events")
@@ -132,6 +133,10 @@ def serve_metrics_port() -> Any:
 
 # Downstream MCP calls (nodespecs/mcp_pool.py).
 
+# The `provider` label of every server an agent declared in its workflow (egress-checked:
+# `Provider.declared_by` set): each key may declare servers, so their names are unbounded.
+DECLARED = "declared"
+
 DOWNSTREAM_SECONDS = histogram(
     "switchyard_downstream_call_seconds",
     "Downstream MCP requests by provider and request (tools/call, tools/list), failed or not.",
@@ -150,31 +155,38 @@ POOL_SESSIONS = Gauge(
 )
 
 
+def provider_label(connection: Connection) -> str:
+    """The `provider` label of a connection's calls: its name when an operator registered it
+    (operators' providers are few), DECLARED for every server an agent declared."""
+    return DECLARED if connection.egress_checked else connection.name
+
+
 def downstream_done(
-    provider: str,
+    connection: Connection,
     what: str,
     seconds: float,
     error: BaseException | None = None,
-    secrets: Sequence[str] = (),
     *,
     trace_id: str = "",
 ) -> None:
-    """A downstream request ended: `what` as the pool names it (`tools/call 'name'`), its
-    `error` if it failed. A failure is also a `downstream_failure` log line, its message
-    redacted of the connection's `secrets` (the pool's messages already are; this holds
-    whatever reaches here), with the `trace_id` of the call's span when there is one."""
+    """A downstream request to `connection`'s server ended: `what` as the pool names it
+    (`tools/call 'name'`), its `error` if it failed. A failure is also a
+    `downstream_failure` log line naming the provider, its message redacted of the
+    connection's secrets (the pool's messages already are; this holds whatever reaches here),
+    with the `trace_id` of the call's span when there is one."""
     request, _, tool = what.partition(" ")
     if metrics_enabled():
+        provider = provider_label(connection)
         DOWNSTREAM_SECONDS.child(provider, request).observe(seconds)
         if error is not None:
             DOWNSTREAM_ERRORS.child(provider, type(error).__name__).inc()
     if error is not None and json_logs(logging.WARNING):
         fields = {
-            "provider": provider,
+            "provider": connection.name,
             "request": request,
             "tool": tool.strip("'\""),
             "error_class": type(error).__name__,
-            "error": redact(str(error), secrets),
+            "error": redact(str(error), connection.secrets),
             "duration_ms": round(seconds * 1000, 2),
             "trace_id": trace_id or None,
         }
