@@ -504,3 +504,13 @@ FORWARDED_ALLOW_IPS = os.environ.get("FORWARDED_ALLOW_IPS", "").strip()
 # METRICS_WORKFLOW_LABELS oldest are labelled by name in /metrics, the others as "other"
 # (graphs/telemetry.py); the servers agents declare are one provider label, "declared".
 METRICS_WORKFLOW_LABELS = env_count("METRICS_WORKFLOW_LABELS", 100)
+# Version history (graphs/version_storage.py): a workflow keeps at most this many versions,
+# its oldest drafts pruned past it (never a published one, nor one a run points at), and an
+# API key stores at most this many bytes of versions a day (UTC; 0: no bound).
+GRAPHS_MAX_VERSIONS_PER_WORKFLOW = env_count("GRAPHS_MAX_VERSIONS_PER_WORKFLOW", 50)
+if GRAPHS_MAX_VERSIONS_PER_WORKFLOW < 2:
+    raise ImproperlyConfigured(
+        f"GRAPHS_MAX_VERSIONS_PER_WORKFLOW={GRAPHS_MAX_VERSIONS_PER_WORKFLOW} must be 2 or more: "
+        "a workflow needs room for its published version and a draft."
+    )
+GRAPHS_STORED_BYTES_PER_KEY_PER_DAY = env_count("GRAPHS_STORED_BYTES_PER_KEY_PER_DAY", 50_000_000)

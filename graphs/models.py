@@ -265,3 +265,19 @@ class NodeExecution(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node_id} #{self.iteration} in run {self.run_id}"
+
+
+class StoredBytes(models.Model):
+    """The bytes of versions one API key stored on one day (UTC): what
+    GRAPHS_STORED_BYTES_PER_KEY_PER_DAY bounds (graphs/version_storage.py). Pruning a version
+    gives nothing back: the bound is on what a key writes."""
+
+    actor = models.CharField(max_length=150, help_text="The key, as key:<prefix>.")
+    day = models.DateField()
+    bytes = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["actor", "day"], name="stored_bytes_day")]
+
+    def __str__(self) -> str:
+        return f"{self.actor} stored {self.bytes} bytes on {self.day}"

@@ -19,6 +19,7 @@ from graphs.engine import DefinitionError, ExecutionLimits, ToolGraph, parse_too
 from graphs.limits import limits_above_ceilings
 from graphs.models import Workflow, WorkflowGroup, WorkflowVersion
 from graphs.slugs import slug_base, slug_for
+from graphs.version_storage import charge_storage, prune_drafts
 from nodespecs.audit import Action, Caller, audit_record
 from nodespecs.mcp_client import Connection
 from nodespecs.models import Provider
@@ -94,11 +95,6 @@ def workflow_validate(workflow: Workflow) -> ToolGraph:
         raise ValidationError({"nodes": exc.problems}) from None
 
 
-def _digest(*parts: Any) -> str:
-    canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
 @transaction.atomic
 def workflow_save(
     *, workflow: Workflow, author: AbstractBaseUser | None = None, comment: str = ""
@@ -109,7 +105,7 @@ def workflow_save(
     Returns the new version, or None when only non-graph fields (such as `enabled`) changed.
     Raises `ValidationError` keyed by field when the workflow is invalid.
     """
-    definition, digest = _checked(workflow)
+    definition, digest, _ = _checked(workflow)
     workflow.save()
     toolset.workflows_changed()
     current = workflow.current_version
@@ -124,6 +120,7 @@ def workflow_save(
     )
     workflow.current_version = version
     workflow.save(update_fields=["current_version"])
+    prune_drafts(workflow, keep=version)
     return version
 
 
@@ -136,22 +133,30 @@ def workflow_save_draft(
     The workflow's own row (what it serves) changes only when it is new: it is then created
     with no published version, so it serves nothing until one is published. Saving the same
     graph as the latest draft again returns that draft. Raises `ValidationError` as
-    `workflow_save` does."""
-    definition, digest = _checked(workflow)
+    `workflow_save` does, and when the version would take an API caller past its bytes of a
+    day (graphs/version_storage.py); the workflow's oldest drafts past the cap on versions are
+    pruned."""
+    definition, digest, size = _checked(workflow)
     if workflow.pk is None:
         workflow.save()
     latest = workflow.versions.order_by("-number").first()
     if latest is not None and latest.digest == digest and latest.published_at is None:
         return latest
+    charge_storage(caller, size)
     authored = WorkflowVersion.authored(caller.user, comment, actor=caller.trail_name)
-    return _freeze(workflow, definition, digest, published_at=None, authored=authored)
+    version = _freeze(workflow, definition, digest, published_at=None, authored=authored)
+    prune_drafts(workflow, keep=version)
+    return version
 
 
-def _checked(workflow: Workflow) -> tuple[dict[str, Any], str]:
-    """A workflow's graph as a version keeps it, and its digest; `ValidationError` when the
+def _checked(workflow: Workflow) -> tuple[dict[str, Any], str, int]:
+    """A workflow's graph as a version keeps it, and the digest and size in bytes of what a
+    version stores (graph, limits, servers as canonical JSON); `ValidationError` when the
     engine would refuse it."""
     definition = tool_to_dict(workflow_validate(workflow))
-    return definition, _digest(definition, workflow.limits, workflow.servers)
+    parts = (definition, workflow.limits, workflow.servers)
+    stored = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return definition, hashlib.sha256(stored).hexdigest(), len(stored)
 
 
 def _freeze(
