@@ -2,9 +2,11 @@
 
 A run's outcome maps onto the protocol as follows: the exit value as text (a string as it is,
 anything else as JSON) and, when the workflow declares an output schema, as
-`structuredContent` (wrapped as `{"result": value}` when the value is not an object but the
-schema asks for one); a failed run is an `isError` result naming the node, the cause and the
-run id, so the agent can report or retry it.
+`structuredContent` (given as `{"result": value}` when the value is not an object and the
+schema declares `result`: graphs/engine/outputs.py); a failed run is an `isError` result
+naming the node, the cause and the run id, so the agent can report or retry it. A result
+that breaks the output schema has already failed its run, at its exit node, so the history
+and the caller say the same.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from django.conf import settings
 from mcp import types
 
 from graphs.control import run_cancel_request
-from graphs.engine.schemas import SchemaUnresolvable, schema_errors, schema_validator
+from graphs.engine.outputs import structured_output
 from graphs.models import Run
 from graphs.runs import RunOutcome
 from graphs.toolset import WorkflowTool, workflow_tools
@@ -66,15 +68,6 @@ def error_result(message: str, run_id: int | None = None) -> types.CallToolResul
     )
 
 
-def structured_result(value: Any, output_schema: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The `structuredContent` for an exit value under a tool's output schema, if any."""
-    if output_schema is None:
-        return None
-    if isinstance(value, dict):
-        return value
-    return {"result": value}
-
-
 def still_going(name: str, run_id: int, status: str) -> types.CallToolResult:
     """The answer to a call whose run (`queued` or `running`) outlasted
     GRAPHS_RUN_WAIT_SECONDS."""
@@ -105,20 +98,13 @@ def outcome_result(
             run_id=outcome.run_id,
         )
     value = outcome.result
-    structured = structured_result(value, output_schema)
-    if structured is not None and output_schema is not None:
-        try:
-            problem = next(schema_errors(schema_validator(output_schema), structured), None)
-        except SchemaUnresolvable as exc:  # never fetched: see graphs/engine/schemas.py
-            return error_result(
-                f"Workflow {name!r} has an outputSchema that cannot be checked: {exc} "
-                f"(run {outcome.run_id})."
-            )
-        if problem is not None:
-            return error_result(
-                f"Workflow {name!r} returned a value that does not match its outputSchema "
-                f"({problem.message}); fix the exit's input or the schema (run {outcome.run_id})."
-            )
+    structured = structured_output(value, output_schema)
+    if output_schema is not None and structured is None:  # a run recorded before the check
+        return error_result(
+            f"Workflow {name!r} returned a value its outputSchema cannot hold (run "
+            f"{outcome.run_id}); run it again.",
+            run_id=outcome.run_id,
+        )
     text = value if isinstance(value, str) else json_text(value)
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)],

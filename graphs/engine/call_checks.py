@@ -23,8 +23,9 @@ from typing import Any
 
 from graphs.engine.arguments import Evaluated, Literal
 from graphs.engine.definition import Node
-from graphs.engine.expression_reads import infer, schema_types, types_fit
+from graphs.engine.expression_reads import infer, required_names, schema_types, types_fit
 from graphs.engine.flow_checks import ToolContext, ToolSchema
+from graphs.engine.outputs import json_type
 from graphs.engine.problems import (
     Keys,
     Problem,
@@ -210,14 +211,6 @@ def _args_problems(
     return problems
 
 
-def required_names(schema: Any) -> list[str]:
-    """The names a JSON Schema's `required` lists (none when it lists none)."""
-    required = schema.get("required") if isinstance(schema, Mapping) else None
-    return (
-        [name for name in required if isinstance(name, str)] if isinstance(required, list) else []
-    )
-
-
 def _described(schema: Any) -> str:
     if not isinstance(schema, Mapping):
         return ""
@@ -256,7 +249,7 @@ def _type_problem(
     elif _has_expression(value):
         # An object or array with expressions inside: its own type is still known.
         value = {} if isinstance(value, dict) else []
-    have = _json_type(value)
+    have = json_type(value)
     if have in wanted or (have == "integer" and "number" in wanted):
         return None
     converted = _converted(value, wanted)
@@ -289,20 +282,6 @@ def _has_expression(value: Any) -> bool:
         elif isinstance(part, list):
             pending.extend(part)
     return False
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
 
 
 def _converted(value: Any, wanted: set[str]) -> tuple[Any] | None:

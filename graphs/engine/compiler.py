@@ -25,6 +25,7 @@ from graphs.engine.expressions import (
     RegexRefused,
 )
 from graphs.engine.jsonlogic import Rule, RuleError, closest_operator, compile_rule
+from graphs.engine.outputs import OutputCheck
 from graphs.engine.problems import Finding, Keys, error, finding, op_move
 
 
@@ -40,10 +41,12 @@ class CompiledNode:
 
 @dataclass(frozen=True)
 class CompiledTool:
-    """A tool ready to execute: its graph and its compiled nodes by id."""
+    """A tool ready to execute: its graph, its compiled nodes by id, and the check of its
+    result against its outputSchema (None when it declares none)."""
 
     tool: ToolGraph
     nodes: Mapping[str, CompiledNode]
+    output: OutputCheck | None = None
 
 
 def compile_tool(tool: ToolGraph) -> CompiledTool:
@@ -53,7 +56,7 @@ def compile_tool(tool: ToolGraph) -> CompiledTool:
     if problems:
         raise DefinitionError(problems)
     nodes = {node.node.id: node for node in compiled if node is not None}
-    return CompiledTool(tool, MappingProxyType(nodes))
+    return CompiledTool(tool, MappingProxyType(nodes), OutputCheck.of(tool.output_schema))
 
 
 def expression_problems(tool: ToolGraph) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 #: What a failed run can be blamed on; callers map these to run statuses and messages.
-RUN_ERROR_KINDS = ("limit", "expression", "tool", "cancelled", "definition")
+RUN_ERROR_KINDS = ("limit", "expression", "tool", "cancelled", "definition", "output")
 
 
 class DefinitionError(ValueError):

@@ -2,7 +2,8 @@
 
 Node outputs, as seed 003 says: entry, the tool's arguments; mcp, the called tool's result
 (see ``results``); transform, the JSONata value; switch, the id of the node it routes to;
-exit, the previous node's output unchanged (falsy values included).
+exit, the previous node's output unchanged (falsy values included), once it is checked
+against the tool's outputSchema (outputs.py): one that breaks it fails the run at the exit.
 
 Before each node the cancel token and both execution limits are checked. An mcp node's call
 is retried, after ``backoff * 2**attempt`` seconds, when ``call_tool`` raises (a transport
@@ -160,8 +161,17 @@ class _Run:
     def _entry(self, compiled: CompiledNode, _record: NodeRecord) -> tuple[Any, str | None]:
         return self.arguments, compiled.node.next
 
-    def _exit(self, _compiled: CompiledNode, _record: NodeRecord) -> tuple[Any, str | None]:
-        return self.history.outputs[-1], None
+    def _exit(self, compiled: CompiledNode, _record: NodeRecord) -> tuple[Any, str | None]:
+        result = self.history.outputs[-1]
+        check = self.compiled.output
+        # Here, where the run's outcome is decided: a result that breaks the outputSchema
+        # fails the run (recorded so), rather than a run recorded succeeded whose caller
+        # is told it failed.
+        failure = check.failure(result) if check is not None else None
+        if failure is not None:
+            node = compiled.node
+            raise GraphRunError(f"node {node.id!r}: {failure}", node.id, "output")
+        return result, None
 
     def _transform(self, compiled: CompiledNode, _record: NodeRecord) -> tuple[Any, str | None]:
         expression = compiled.expression

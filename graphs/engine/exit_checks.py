@@ -6,22 +6,21 @@
   clear message naming the switch; a `default` pointing at the exit is offered where the
   exit is not already one of its targets);
 - the exit's value (the output of the node before it) against the tool's `outputSchema`,
-  where that node's output has a known shape (a warning: shapes are inferred).
+  where that node's output has a known shape (a warning: shapes are inferred), unless its
+  mismatch is certain: that is an error, found by exit_values.py as import does.
 """
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
-from graphs.engine.call_checks import required_names
+from graphs.engine.checks import NodeLayout
 from graphs.engine.compiler import CompiledNode
 from graphs.engine.definition import Node
-from graphs.engine.expression_reads import Inferred, schema_types, types_fit
-from graphs.engine.expressions import Expression
+from graphs.engine.exit_values import exit_findings, value_at, value_mismatches
 from graphs.engine.flow_checks import ToolContext
 from graphs.engine.graph_paths import reachable, reversed_edges
-from graphs.engine.problems import Keys, Problem, error, op_add, op_replace, warning
+from graphs.engine.problems import Problem, error, op_add, warning
 
 #: How many open switches (without a default) are tried as the fix of a node that cannot
 #: reach the exit: each costs a walk of the graph.
@@ -104,141 +103,39 @@ def _exit_fix(context: ToolContext, switch: Node) -> list[dict[str, Any]] | None
 
 
 def exit_problems(context: ToolContext) -> list[Problem]:
-    """The exit's value (the output of the node before it) against the outputSchema."""
+    """The exit's value (the output of the node before it) against the outputSchema, where
+    its shape is known: warnings, for a node whose value's mismatch is not certain (one that
+    is, import refuses: exit_values.py, whose errors validation shows as they are)."""
     declared = context.graph.output_schema
     if not isinstance(declared, dict) or len(context.exits) != 1:
         return []
     exit_id = context.exits[0]
-    properties = declared.get("properties")
-    # Names as JSON reads them: a YAML key may be a number.
-    properties = {str(k): v for k, v in properties.items()} if isinstance(properties, dict) else {}
-    required = required_names(declared)
+    refused = {
+        problem.node
+        for found in exit_findings(context.graph, *_written(context))
+        for problem in found.problems
+    }
     problems = []
     for node, layout, compiled in context.nodes:
         if exit_id not in context.edges[node.id] or node.id not in context.reached:
             continue
         shape = context.shape_of(node.id)
-        if shape is None:
+        if shape is None or node.id in refused:
             continue
-        types = schema_types(shape.schema)
-        at = layout.keys("transform.expr") if node.type == "transform" else layout.at
-        where = context.where(node.id)
-        if types and "object" not in types:
-            if "result" not in properties and properties:
-                problems.append(
-                    warning(
-                        "exit_output_mismatch",
-                        f"{where}: the exit returns this node's output, a "
-                        f"{'/'.join(sorted(types))}, which callers get as "
-                        '{"result": value}; the tool\'s outputSchema '
-                        "declares no `result` property: return an object with the declared "
-                        "properties, or declare `result`",
-                        at,
-                        node=node.id,
-                    )
-                )
-            continue
-        problems += _object_mismatch(
-            context, node, compiled, at, shape, properties, required, declared
-        )
+        at = value_at(node, layout)
+        problems += [
+            warning(
+                "exit_output_mismatch",
+                f"{context.where(node.id)}: {mismatch.message}",
+                at,
+                node=node.id,
+                fix=mismatch.fix,
+            )
+            for mismatch in value_mismatches(shape, declared, compiled, at, decided=False)
+        ]
     return problems
 
 
-def _object_mismatch(
-    context: ToolContext,
-    node: Node,
-    compiled: CompiledNode | None,
-    at: Keys,
-    shape: Inferred,
-    properties: dict[str, Any],
-    required: list[str],
-    declared: dict[str, Any],
-) -> list[Problem]:
-    produced = shape.schema.get("properties")
-    if not isinstance(produced, dict):
-        return []
-    exact = shape.schema.get("additionalProperties") is False
-    where = context.where(node.id)
-    problems = []
-    extra = [name for name in produced if name not in properties]
-    # A declared property the exact object lacks: an error of the caller's contract when it
-    # is required, and a likely misspelling when the object has a name close to it.
-    if exact and produced and properties and not set(produced) & set(properties):
-        # Nothing the contract declares: when both have one property, it is surely the same.
-        renamed = None
-        if len(produced) == 1 and len(properties) == 1 and compiled and compiled.expression:
-            renamed = _rename_key(compiled.expression, next(iter(produced)), next(iter(properties)))
-        problems.append(
-            warning(
-                "exit_output_mismatch",
-                f"{where}: the exit returns this node's output, with {', '.join(produced)}, "
-                "none of the properties the tool's outputSchema declares "
-                f"({', '.join(properties)}); build those here, or change the outputSchema",
-                at,
-                node=node.id,
-                fix=[op_replace(at, renamed)] if renamed is not None else None,
-            )
-        )
-        return problems
-    for name in properties if exact else ():
-        close = difflib.get_close_matches(name, extra, n=1)
-        if name in produced or not (close or name in required):
-            continue
-        fix = None
-        if close and compiled is not None and compiled.expression is not None:
-            fixed = _rename_key(compiled.expression, close[0], name)
-            fix = [op_replace(at, fixed)] if fixed is not None else None
-        hint = f"; it has {close[0]!r} instead, a misspelling?" if close else ""
-        kind = "requires" if name in required else "declares"
-        problems.append(
-            warning(
-                "exit_output_mismatch",
-                f"{where}: the exit returns this node's output, which has no {name!r}, a "
-                f"property the tool's outputSchema {kind}{hint} Build it here, or change the "
-                "outputSchema",
-                at,
-                node=node.id,
-                fix=fix,
-            )
-        )
-    if declared.get("additionalProperties") is False:
-        for name in extra:
-            problems.append(
-                warning(
-                    "exit_output_mismatch",
-                    f"{where}: the exit returns this node's output, which has {name!r}, a "
-                    "property the tool's outputSchema does not allow (additionalProperties: "
-                    "false); remove it here, or declare it",
-                    at,
-                    node=node.id,
-                )
-            )
-    for name, schema in produced.items():
-        wanted = schema_types(properties.get(name))
-        have = schema_types(schema)
-        if wanted and have and not types_fit(have, wanted):
-            problems.append(
-                warning(
-                    "exit_output_mismatch",
-                    f"{where}: the exit returns this node's output, whose {name!r} is a "
-                    f"{'/'.join(sorted(have))}, but the tool's outputSchema declares "
-                    f"{'/'.join(sorted(wanted))}; convert it here, or change the outputSchema",
-                    at,
-                    node=node.id,
-                )
-            )
-    return problems
-
-
-def _rename_key(expression: Expression, old: str, new: str) -> str | None:
-    """The expression's text with object key ``old`` of its top-level constructor renamed."""
-    ast = expression.ast
-    source = expression.source
-    if getattr(ast, "type", None) != "unary" or ast.value != "{":
-        return None
-    for key, _ in ast.lhs_object or []:
-        if getattr(key, "type", None) == "string" and key.value == old:
-            end = key.position
-            if isinstance(end, int) and source[end - len(old) - 1 : end - 1] == old:
-                return source[: end - len(old) - 1] + new + source[end - 1 :]
-    return None
+def _written(context: ToolContext) -> tuple[list[NodeLayout], list[CompiledNode | None]]:
+    """The tool's node layouts and compiled nodes, in its order."""
+    return [layout for _, layout, _ in context.nodes], [each for _, _, each in context.nodes]

@@ -20,7 +20,7 @@ of the tree once, so their cost is linear in the expression's text.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -342,6 +342,14 @@ def property_schema(schema: Any, name: str) -> dict[str, Any] | None:
         found: dict[str, Any] = properties[name]
         return found
     return None
+
+
+def required_names(schema: Any) -> list[str]:
+    """The names a JSON Schema's `required` lists (none when it lists none)."""
+    required = schema.get("required") if isinstance(schema, Mapping) else None
+    return (
+        [name for name in required if isinstance(name, str)] if isinstance(required, list) else []
+    )
 
 
 def schema_types(schema: Any) -> set[str]:

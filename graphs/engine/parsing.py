@@ -4,7 +4,8 @@ Everything that can be known before a run is checked here, and every problem is 
 once (``DefinitionError.problems``), each naming the tool, node and field: unknown keys (with
 the keys allowed), missing or duplicate entry and exit nodes, targets that do not exist,
 unreachable nodes, unknown servers, JSONata that does not parse, JSON Logic rules that are
-not objects or use unknown operators, unusable node ids, bad limits.
+not objects or use unknown operators, unusable node ids, bad limits, an exit whose value
+certainly breaks the outputSchema (exit_values.py).
 
 A switch may give its fallback as ``default: id`` or, as the reference implementation does,
 as a last condition without a ``rule``; both read to ``Node.default``. Entry and exit nodes
@@ -40,6 +41,7 @@ from graphs.engine.definition import (
     ToolGraph,
 )
 from graphs.engine.errors import DefinitionError, located
+from graphs.engine.exit_values import exit_findings
 from graphs.engine.expressions import ParseBudget
 from graphs.engine.flat_form import nested_form_findings
 from graphs.engine.loading import load_yaml
@@ -236,6 +238,7 @@ def _tool(
     found += graph_findings(tool, layouts, at)
     compiled, problems = compile_nodes(tool, layouts, budget=budget)
     found += problems
+    found += exit_findings(tool, layouts, compiled)
     return ToolReading(position or 0, tool, layouts, compiled, len(found) == start)
 
 

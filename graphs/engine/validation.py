@@ -21,9 +21,9 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from graphs.engine.call_checks import Servers, call_problems, required_names
+from graphs.engine.call_checks import Servers, call_problems
 from graphs.engine.exit_checks import exit_problems, path_problems
-from graphs.engine.expression_reads import schema_types, types_fit
+from graphs.engine.expression_reads import required_names, schema_types, types_fit
 from graphs.engine.expressions import ParseBudget
 from graphs.engine.flow_checks import (
     ToolContext,

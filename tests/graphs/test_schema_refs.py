@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
 from graphs import runs
+from graphs.engine.outputs import OutputCheck
 from graphs.engine.schemas import (
     SchemaUnresolvable,
     nonlocal_references,
@@ -19,10 +20,9 @@ from graphs.engine.schemas import (
     schema_validator,
 )
 from graphs.models import Workflow, WorkflowVersion
-from graphs.runs import RunOutcome, RunRequest, WorkflowCallError, workflow_call
+from graphs.runs import RunRequest, WorkflowCallError, workflow_call
 from graphs.services import workflow_save
 from graphs.validation import validate_workflow
-from mcp_endpoint.workflow_answers import outcome_result
 from nodespecs.audit import caller_command
 from tests.graphs.conftest import FILES
 from tests.witnesses import Listener
@@ -209,14 +209,14 @@ def test_a_stored_schema_whose_local_ref_points_nowhere_is_a_clear_call_error(lo
 
 
 @pytest.mark.timeout(20)
-def test_an_output_schema_with_a_remote_ref_fails_the_answer_without_fetching(listener):
-    outcome = RunOutcome(run_id=7, status="succeeded", result={"value": 1})
+def test_an_output_schema_with_a_remote_ref_fails_the_result_without_fetching(listener):
+    check = OutputCheck.of(_remote(listener.url))
 
-    result = outcome_result("fetches", _remote(listener.url), outcome)
+    failure = check.failure({"value": 1})
 
-    assert result.is_error is True
+    assert failure is not None
     assert (
-        f"Workflow 'fetches' has an outputSchema that cannot be checked: its reference "
-        f"{listener.url!r} is not local and was not fetched"
-    ) in result.content[0].text
+        f"the tool's outputSchema cannot be checked: its reference {listener.url!r} is not "
+        "local and was not fetched"
+    ) in failure
     assert listener.connections == []

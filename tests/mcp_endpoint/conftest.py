@@ -12,6 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.db import connections
 
+from graphs import control
+from graphs.tasks import run_queued
 from mcp_endpoint import asgi
 from tests.graphs.conftest import import_file
 from tests.mcp_endpoint.helpers import make_key
@@ -28,6 +30,19 @@ def loops(db):
     """The sum_to (loops until n; fails past maxNodeExecutions), classify and is_zero
     workflows."""
     return import_file("loops.yaml")
+
+
+@pytest.fixture(params=["direct", "queued"])
+def mode(request, settings, monkeypatch):
+    """Both execution modes; queued runs execute at once in this process, through the real
+    task (no broker in unit tests: tests/e2e runs real workers)."""
+    settings.EXECUTION_MODE = request.param
+    settings.GRAPHS_RUN_WAIT_SECONDS = 20
+    # No result backend answers here: the result comes from the history's copy.
+    monkeypatch.setattr(control, "_RESULT_FETCH_SECONDS", 0.05)
+    run_queued.app.conf.task_always_eager = request.param == "queued"
+    yield request.param
+    run_queued.app.conf.task_always_eager = False
 
 
 @pytest.fixture

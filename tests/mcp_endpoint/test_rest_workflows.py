@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from graphs import control
 from graphs.models import Run
-from graphs.tasks import run_queued
 from mcp_endpoint.models import ApiKey
 from tests.mcp_endpoint.helpers import auth_headers, make_key
 
@@ -24,19 +22,6 @@ def invoke(client, name: str, arguments: dict, key: str | None):
         content_type="application/json",
         headers=auth_headers(key),
     )
-
-
-@pytest.fixture(params=["direct", "queued"])
-def mode(request, settings, monkeypatch):
-    """Both execution modes; queued runs execute at once in this process, through the real
-    task (no broker in unit tests: tests/e2e runs real workers)."""
-    settings.EXECUTION_MODE = request.param
-    settings.GRAPHS_RUN_WAIT_SECONDS = 20
-    # No result backend answers here: the result comes from the history's copy.
-    monkeypatch.setattr(control, "_RESULT_FETCH_SECONDS", 0.05)
-    run_queued.app.conf.task_always_eager = request.param == "queued"
-    yield request.param
-    run_queued.app.conf.task_always_eager = False
 
 
 def test_a_workflow_runs_and_answers_with_its_result_and_run(client, loops, mode):

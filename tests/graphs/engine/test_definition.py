@@ -196,7 +196,8 @@ FULL = {
                     "id": "route",
                     "type": "switch",
                     "conditions": [{"rule": {">": [{"var": "entry.n"}, 1]}, "target": "shape"}],
-                    "default": "exit",
+                    # Not the exit: a run would return the text "exit", no object.
+                    "default": "shape",
                 },
                 transform("shape", "{'n': $.entry.n}", next="exit"),
                 {"id": "exit", "type": "exit"},

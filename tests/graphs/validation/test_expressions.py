@@ -316,12 +316,14 @@ def test_the_exit_value_of_the_wrong_type():
     assert problem.fix is None
 
 
-def test_the_exit_value_that_is_not_an_object():
+def test_the_exit_value_that_is_certainly_not_an_object_is_an_error():
     document = _transform(count_files(), '$count($split($.list_directory_node.content, "x"))')
 
     problem = only(validate(document), "exit_output_mismatch")
 
-    assert 'which callers get as {"result": value}' in problem.message
+    assert problem.severity == "error"  # every run ending there fails: import refuses it
+    assert "a number, not an object as the tool's outputSchema asks" in problem.message
+    assert "declares no `result` property to hold it" in problem.message
 
 
 def test_a_var_path_that_is_not_text():
