@@ -18,6 +18,7 @@ from graphs.engine.checks import NodeLayout
 from graphs.engine.compiler import CompiledNode
 from graphs.engine.definition import Node
 from graphs.engine.exit_values import exit_findings, value_at, value_mismatches
+from graphs.engine.expression_reads import Inferred
 from graphs.engine.flow_checks import ToolContext
 from graphs.engine.graph_paths import reachable, reversed_edges
 from graphs.engine.problems import Problem, error, op_add, warning
@@ -93,11 +94,17 @@ def _edge_ok(context: ToolContext, target: Any) -> bool:
 
 
 def _exit_fix(context: ToolContext, switch: Node) -> list[dict[str, Any]] | None:
-    """A `default` to the tool's one exit, when the switch does not already go there."""
+    """A `default` to the tool's one exit, when the switch does not already go there and
+    the value a run then returns, the exit's id (a switch's output is its target's id),
+    fits the tool's outputSchema: a fix must not make another problem."""
     if len(context.exits) != 1 or switch.default is not None:
         return None
     exit_id = context.exits[0]
     if any(target == exit_id for _, target in switch.targets()):
+        return None
+    declared = context.graph.output_schema
+    returned = Inferred({"type": "string", "const": exit_id}, "expression")
+    if declared is not None and value_mismatches(returned, declared, None, (), decided=True):
         return None
     return [op_add((*context.layout(switch.id).at, "default"), exit_id)]
 

@@ -334,7 +334,8 @@ def _is_flat(document: Any) -> bool:
 def _flat_adjusted(problems: list[Problem], document: Mapping[str, Any]) -> list[Problem]:
     """Problems of the flat form that its tools' nested view cannot get right, in nested
     pointers still: a tool holds only the nodes its entry reaches, so a tool whose exit is in
-    the list but unreached is not offered a second one."""
+    the list but unreached is not offered a second one; and a tool's new name is written in
+    the `tool` key of its entry and exit nodes too."""
     listed = [item for item in document["nodes"] if isinstance(item, Mapping)]
     exits_of = {
         item["tool"]
@@ -358,6 +359,19 @@ def _flat_adjusted(problems: list[Problem], document: Mapping[str, Any]) -> list
             tool = tools[index] if isinstance(tools, list) and index < len(tools) else None
             if isinstance(tool, Mapping) and tool.get("name") in exits_of:
                 problem = replace(problem, fix=None)
+        if problem.code == "invalid_tool_name" and problem.fix is not None:
+            # The entry and exit nodes of the list name their tool: renamed with it, or the
+            # fix would leave the tool without them.
+            old = _resolve(document, problem.path)
+            problem = replace(
+                problem,
+                fix=problem.fix
+                + [
+                    op_replace(("nodes", index, "tool"), problem.fix[0]["value"])
+                    for index, item in enumerate(document["nodes"])
+                    if isinstance(item, Mapping) and item.get("tool") == old
+                ],
+            )
         adjusted.append(problem)
     return adjusted
 
