@@ -41,6 +41,7 @@ from graphs.services import (
     workflow_save,
     workflow_save_draft,
     workflow_tool_mapping,
+    workflows_retire,
 )
 from nodespecs.audit import Caller, audit_report
 from nodespecs.builder_access import provider_refusal
@@ -54,11 +55,19 @@ class GraphFileError(ValueError):
     """A graph file could not be imported or exported; the message says why and how to fix it."""
 
 
+#: Why a workflow of the file's group is retired, or kept, by its import.
+NOT_IN_FILE = "not in the file"
+
+
 @dataclass
 class GraphImportReport(ChangeReport):
-    """The workflows of one file by outcome, and the provider each server name became."""
+    """The workflows of one file by outcome, and the provider each server name became;
+    `retired` (or with `keep`, `kept`): the workflows its group served that the file no
+    longer defines."""
 
     group: str = ""
+    retired: dict[str, str] = field(default_factory=dict)
+    kept: dict[str, str] = field(default_factory=dict)
     # Server name → provider name.
     providers: dict[str, str] = field(default_factory=dict, metadata={"outcome": False})
     # Tool name → the number of the draft version saved for it (an import without publishing).
@@ -94,11 +103,17 @@ def graph_import(
     caller: Caller,
     base_dir: Path | None = None,
     publish: bool = True,
+    keep: bool = False,
     comment: str = "Imported from YAML",
 ) -> GraphImportReport:
     """Create or update the workflows of a graph file (YAML text, or a document already
     read) for `caller`; all or nothing. Each changed workflow is published at once, or with
     `publish` False saved as a draft version that is not served (`report.drafts`).
+
+    A published import makes the group serve what the file defines: the group's served
+    workflows the file no longer defines are retired (unpublished, keeping their versions
+    and runs: `report.retired`), unless `keep` (`report.kept`). Retiring is a change of the
+    group, which only its owners may make (the check that lets the import in).
 
     An `mcpServers` entry equal to a registered provider's as `graph_document` shows it
     (secrets masked) names that provider. Raises `GraphFileError` listing every problem when
@@ -112,7 +127,7 @@ def graph_import(
     group = WorkflowGroup.objects.filter(name=meta.name).first() or WorkflowGroup(name=meta.name)
     is_new_group = group.pk is None
     if not is_new_group:
-        _refuse(group_change_refusal(group, caller, "create or change workflows"))
+        _refuse(group_change_refusal(group, caller, "create, change or retire workflows"))
     if publish or is_new_group:  # a draft leaves the served group's metadata alone
         group.version, group.title = meta.version, meta.title
         group.instructions = meta.instructions
@@ -169,9 +184,33 @@ def graph_import(
             report.unchanged.append(tool.name)
         else:
             report.updated.append(tool.name)
+    if publish and not is_new_group:
+        _retire_absent(group, definition, caller, report, keep=keep)
     changed = Workflow.objects.filter(name__in=report.created + report.updated)
     audit_report(actor=caller.trail_name, report=report, objects=changed)
     return report
+
+
+def _retire_absent(
+    group: WorkflowGroup,
+    definition: GraphDefinition,
+    caller: Caller,
+    report: GraphImportReport,
+    *,
+    keep: bool,
+) -> None:
+    """Retire the workflows `group` serves that `definition` does not define (or with
+    `keep`, only name them in the report)."""
+    absent = list(
+        Workflow.objects.filter(group=group, current_version__isnull=False)
+        .exclude(name__in=[tool.name for tool in definition.tools])
+        .order_by("name")
+    )
+    if keep:
+        report.kept = dict.fromkeys((workflow.name for workflow in absent), NOT_IN_FILE)
+        return
+    workflows_retire(workflows=absent, caller=caller)
+    report.retired = dict.fromkeys((workflow.name for workflow in absent), NOT_IN_FILE)
 
 
 def _refuse(refusal: str | None) -> None:

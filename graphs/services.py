@@ -20,7 +20,7 @@ from graphs.limits import limits_above_ceilings
 from graphs.models import Workflow, WorkflowGroup, WorkflowVersion
 from graphs.slugs import slug_base, slug_for
 from graphs.version_storage import charge_storage, prune_drafts
-from nodespecs.audit import Action, Caller, audit_record
+from nodespecs.audit import Action, Caller, audit_record, audit_records
 from nodespecs.mcp_client import Connection
 from nodespecs.models import Provider
 from nodespecs.process_rights import command_refusal, stdio_refusal
@@ -263,6 +263,25 @@ def workflow_set_enabled(*, workflow: Workflow, enabled: bool) -> None:
     """Enable or disable a workflow; `tools/list` changes at once."""
     workflow.enabled = enabled
     workflow.save(update_fields=["enabled", "updated_at"])
+    toolset.workflows_changed()
+
+
+@transaction.atomic
+def workflows_retire(*, workflows: list[Workflow], caller: Caller) -> None:
+    """Stop serving `workflows` (unpublish them): each keeps its versions, its published one
+    now retired, and its runs, and publishing a version serves it again. `tools/list`
+    changes at once; each is recorded in the audit trail for `caller`."""
+    if not workflows:
+        return
+    Workflow.objects.filter(pk__in=[workflow.pk for workflow in workflows]).update(
+        current_version=None, updated_at=timezone.now()
+    )
+    audit_records(
+        actor=caller.trail_name,
+        action=Action.CHANGED,
+        targets=workflows,
+        fields=["current_version"],
+    )
     toolset.workflows_changed()
 
 
