@@ -115,7 +115,9 @@ def _prepare(version: WorkflowVersion) -> _Prepared:
     if prepared is not None:
         return prepared
     try:
-        tool = parse_tool(version.definition, server_names=version.servers.keys())
+        tool = parse_tool(
+            version.definition, server_names=version.servers.keys(), exit_value_checked=False
+        )
     except DefinitionError as exc:  # stored before a check it fails was made (a remote $ref)
         raise WorkflowCallError(
             f"Version {version.number} of {version.workflow.name!r} cannot run: it fails a "

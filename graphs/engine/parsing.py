@@ -167,11 +167,17 @@ def read_definition(raw: Any, *, budget: ParseBudget | None = None) -> Definitio
     return reading
 
 
-def parse_tool(raw: Mapping[str, Any], *, server_names: Collection[str]) -> ToolGraph:
+def parse_tool(
+    raw: Mapping[str, Any], *, server_names: Collection[str], exit_value_checked: bool = True
+) -> ToolGraph:
     """One tool mapping (name, description, inputSchema, outputSchema, nodes), checked as in
-    a whole definition; ``server_names`` are the servers its mcp nodes may call."""
+    a whole definition; ``server_names`` are the servers its mcp nodes may call.
+
+    ``exit_value_checked`` False leaves out the refusal of an exit value certainly breaking
+    the outputSchema, for a version saved before that refusal: it still runs, each of its
+    results checked at its exit (a branch that never returns such a value keeps working)."""
     found: list[Finding] = []
-    tool = _tool(raw, list(server_names), found, "#1", None, None)
+    tool = _tool(raw, list(server_names), found, "#1", None, None, exit_value_checked)
     if found or tool is None:
         raise DefinitionError([each.text for each in found])
     return tool.graph
@@ -184,6 +190,7 @@ def _tool(
     label: str,
     position: int | None,
     budget: ParseBudget | None,
+    exit_value_checked: bool = True,
 ) -> ToolReading | None:
     at: Keys = () if position is None else ("tools", position)
     if not isinstance(raw, Mapping):
@@ -238,7 +245,8 @@ def _tool(
     found += graph_findings(tool, layouts, at)
     compiled, problems = compile_nodes(tool, layouts, budget=budget)
     found += problems
-    found += exit_findings(tool, layouts, compiled)
+    if exit_value_checked:
+        found += exit_findings(tool, layouts, compiled)
     return ToolReading(position or 0, tool, layouts, compiled, len(found) == start)
 
 

@@ -13,8 +13,9 @@ import yaml
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
+from graphs import runs
 from graphs.files import GraphFileError, graph_import
-from graphs.models import NodeExecution, Run, Workflow
+from graphs.models import NodeExecution, Run, Workflow, WorkflowVersion
 from graphs.runs import RunRequest, run_create, run_execute, workflow_call
 from graphs.services import workflow_save
 from graphs.validation import validate_workflow
@@ -60,6 +61,20 @@ def test_a_queued_run_whose_result_breaks_the_output_schema_fails_on_its_worker(
 
     assert outcome.status == Run.Status.FAILED
     assert "at $.count: 'three' is not of type 'integer'" in _failed_at_the_exit(run.pk).error
+
+
+def test_a_version_saved_before_the_refusal_still_runs_its_results_checked(contracts, monkeypatch):
+    # A row written as a save before exit values were checked left it: its calls still run
+    # (another branch may never return such a value), and each result is checked.
+    version = Workflow.objects.get(name="bare_number").current_version
+    definition = copy.deepcopy(version.definition)
+    definition["nodes"][1]["transform"]["expr"] = "42"
+    WorkflowVersion.objects.filter(pk=version.pk).update(definition=definition)
+    monkeypatch.setattr(runs, "_prepared", {})  # ids repeat from one test database to the next
+
+    outcome = workflow_call(RunRequest(name="bare_number", arguments={"n": 1}))
+
+    assert "the result is an integer, not an object" in _failed_at_the_exit(outcome.run_id).error
 
 
 def _returning_a_constant() -> dict:
