@@ -214,6 +214,11 @@ tools:
         ] == [
             ("command:create_api_key", "created", "robot"),
             ("command:setup_demo", "created", "demo"),
+            # The example workflows, and count_files's server, made once (graphs/examples.py).
+            ("command:setup_demo", "created", "add_up_to"),
+            ("command:setup_demo", "created", "classify_number"),
+            ("command:setup_demo", "created", "filesystem"),
+            ("command:setup_demo", "created", "count_files"),
             ("command:setup_demo", "revoked", "demo"),
             ("command:setup_demo", "created", "demo"),
         ]

@@ -1,10 +1,14 @@
-"""`python manage.py setup_demo`: a demo admin account and a fresh demo API key."""
+"""`python manage.py setup_demo`: a demo admin account, a fresh demo API key, and example
+workflows to call (graphs/examples.py)."""
 
 import secrets
+from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 
+from graphs.examples import examples_install
 from mcp_endpoint.keys import api_key_create, api_key_revoke
 from mcp_endpoint.models import ApiKey, Scope
 from nodespecs.audit import Action, actor_command, audit_record
@@ -15,11 +19,18 @@ DEMO_KEY_NAME = "demo"
 class Command(BaseCommand):
     help = (
         "Create a demo superuser (once) and a demo API key with every scope; the previous demo "
-        "key is revoked, so only the one printed last works."
+        "key is revoked, so only the one printed last works. Import the example workflows "
+        "(add_up_to, classify_number, and seed 003's count_files with a folder to count)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--username", default="admin")
+        parser.add_argument(
+            "--data-dir",
+            type=Path,
+            default=settings.BASE_DIR / "var" / "demo",
+            help="Where count_files's folder is created (default: var/demo in the project).",
+        )
 
     def handle(self, *args: object, username: str = "admin", **options: object) -> None:
         users = get_user_model()
@@ -42,6 +53,11 @@ class Command(BaseCommand):
         key, secret = api_key_create(name=DEMO_KEY_NAME, scopes=list(Scope.values), owner=user)
         audit_record(actor=actor, action=Action.CREATED, target=key)
         self.stdout.write(self.style.SUCCESS(f"Demo API key (all scopes): {secret}"))
+        examples = examples_install(Path(str(options["data_dir"])))
+        self.stdout.write(
+            f"Example workflows: {'; '.join(examples.summaries)}. count_files counts the "
+            f"files in {examples.counted} (its filesystem server runs with npx: it needs Node)."
+        )
         # Where to go once the server runs (the README's start command serves these).
         self.stdout.write(
             "Once the server runs: the admin at http://127.0.0.1:8000/admin/, the history at "
@@ -53,4 +69,9 @@ class Command(BaseCommand):
             '-H \'Mcp-Method: tools/list\' -d \'{"jsonrpc":"2.0","id":1,"method":"tools/list",'
             '"params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",'
             '"io.modelcontextprotocol/clientCapabilities":{}}}}\''
+        )
+        self.stdout.write(
+            f"Call a workflow: curl -s -H 'X-API-Key: {secret}' -H 'Content-Type: "
+            "application/json' http://127.0.0.1:8000/api/v1/mcp/invoke -d '{\"name\": "
+            '"add_up_to", "arguments": {"n": 10}}\''
         )
