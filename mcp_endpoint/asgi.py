@@ -238,7 +238,8 @@ async def sse_app(scope: Scope, receive: Receive, send: Send) -> None:
         )
         stream = None
         if outbound.channel and outbound.channel_lease:
-            stream = sse.stream(outbound.channel, outbound.channel_lease, _threads())
+            lease, watch = outbound.channel_lease, outbound.channel_watch
+            stream = sse.stream(outbound.channel, lease, watch, _threads())
         await _respond(outbound, stream, receive, send)
         return
     started = time.perf_counter()

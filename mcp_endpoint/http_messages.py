@@ -95,10 +95,12 @@ class Outbound:
     # A stream of list-change notifications (a 2026-07-28 `subscriptions/listen`, or a 2025
     # session's GET stream).
     listen: Listen | None = None
-    # A legacy HTTP+SSE stream (`GET /sse`) opened under this id (`mcp_endpoint/sse.py`), and
-    # its caller's hold on a stream's place (`list_changes.StreamLease`).
+    # A legacy HTTP+SSE stream (`GET /sse`) opened under this id (`mcp_endpoint/sse.py`), its
+    # caller's hold on a stream's place (`list_changes.StreamLease`), and the list changes it
+    # carries besides its answers (None: none, for a key that may not list tools).
     channel: str | None = None
     channel_lease: StreamLease | None = None
+    channel_watch: Watch | None = None
     # The JSON-RPC error code of an error answer (`error_reply`, `note_response`), and
     # whether a result answered is a tool's own error (`isError: true`), for telemetry.
     error_code: int | None = None

@@ -3,9 +3,12 @@
 `GET /sse` opens an event stream whose first event, `endpoint`, names where to POST:
 `/messages?sessionId=ID`. Each POST is answered 202 Accepted once admitted; its JSON-RPC
 answer comes back as a `message` event on the stream. The messages mean what they mean on
-`/mcp` in the 2025 revisions: `initialize` on the stream starts a session (`sessions.py`)
-and each later message is answered by `streamable_http.handle` within it, so both transports serve
-the same tools, scopes and errors.
+`/mcp`, answered by `streamable_http.handle`, so both transports serve the same tools, scopes
+and errors: `initialize` on the stream starts a session (`sessions.py`) within which each later
+message of the 2025 revisions is answered; a message carrying the 2026-07-28 envelope in its
+`_meta` is answered statelessly, session or not, as the SDK's own SSE server does (the official
+Python client's default mode opens with such a `server/discover`). A request of the 2025
+revisions sent before `initialize` is answered on the stream with an error saying to send it.
 
 The stream and its session are kept in the cache (`sessions.channel_*`), so a POST may land on
 any instance; the answer reaches the instance holding the stream through `relay`. Each step
@@ -20,12 +23,23 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from functools import partial
+from typing import Any
 
 from mcp import types
+from mcp.shared import inbound as envelope
 
 from graphs.follow import Threads
-from mcp_endpoint import event_stream, http_messages, list_changes, relay, sessions, streamable_http
+from mcp_endpoint import (
+    dispatch,
+    event_stream,
+    http_messages,
+    list_changes,
+    relay,
+    sessions,
+    streamable_http,
+)
 from mcp_endpoint.encoding import encode_json_ascii
+from mcp_endpoint.models import Scope
 
 logger = logging.getLogger(__name__)
 
@@ -42,15 +56,21 @@ def open_stream(inbound: http_messages.Inbound) -> http_messages.Outbound:
     if isinstance(lease, str):
         return http_messages.error_reply(429, types.INVALID_REQUEST, lease)
     channel = sessions.channel_open(inbound.caller.identity)
-    return http_messages.Outbound(200, channel=channel, channel_lease=lease)
+    # Tool-list changes only for a key that may list tools, as on a 2025 session's GET stream.
+    may_list = Scope.TOOLS_READ in inbound.caller.scopes
+    watch = list_changes.Watch(None) if may_list else None
+    return http_messages.Outbound(200, channel=channel, channel_lease=lease, channel_watch=watch)
 
 
 async def stream(
-    channel_id: str, lease: list_changes.StreamLease, threads: Threads
+    channel_id: str,
+    lease: list_changes.StreamLease,
+    watch: list_changes.Watch | None,
+    threads: Threads,
 ) -> AsyncIterator[bytes]:
-    """The stream's events: `endpoint` first, then every message relayed to it, with
-    keep-alive comments between; when it ends (the client left), its session ends too, and
-    `lease`, renewed meanwhile, is released."""
+    """The stream's events: `endpoint` first, then every message relayed to it and the list
+    changes `watch` covers (if any), with keep-alive comments between; when it ends (the
+    client left), its session ends too, and `lease`, renewed meanwhile, is released."""
     watching = None
     try:
         async with relay.subscribe(channel_id) as inbox:
@@ -62,8 +82,9 @@ async def stream(
                     channel_id, event_stream.sse_event({"jsonrpc": "2.0", "method": method})
                 )
 
-            watcher = list_changes.ListWatcher(list_changes.Watch(None), threads)
-            watching = asyncio.create_task(watcher.follow(announce))
+            if watch is not None:
+                watcher = list_changes.ListWatcher(watch, threads)
+                watching = asyncio.create_task(watcher.follow(announce))
             while True:
                 yield await inbox(KEEPALIVE_SECONDS) or b": keep-alive\n\n"
                 lease.renew()
@@ -106,22 +127,13 @@ def accept_message(
             "Invalid Request: send one JSON-RPC message object per POST (no batches).",
         )
     session_id = channel["session"]
-    if session_id is None and message.get("method") != "initialize":
-        return http_messages.error_reply(
-            400,
-            types.INVALID_REQUEST,
-            "This stream has no session yet: POST initialize first, then "
-            "notifications/initialized, then other requests.",
-            request_id=message.get("id"),
-        )
     headers = {
-        name: value
-        for name, value in inbound.headers.items()
-        if name not in (http_messages.VERSION_HEADER.lower(), http_messages.SESSION_HEADER)
+        name: value for name, value in inbound.headers.items() if name not in _ROUTING_HEADERS
     }
     headers["accept"] = f"{http_messages.JSON}, {http_messages.SSE}"
     if session_id is not None:
         headers[http_messages.SESSION_HEADER] = session_id
+    headers.update(_routing_headers(message))
     return http_messages.Inbound(
         method="POST",
         headers=headers,
@@ -131,8 +143,74 @@ def accept_message(
     )
 
 
+# Headers of a POST to /mcp that say what its message is: on this transport the message
+# alone says it, so they are made from it (`_routing_headers`), never taken from the POST.
+_ROUTING_HEADERS = frozenset(
+    {
+        http_messages.VERSION_HEADER.lower(),
+        http_messages.SESSION_HEADER,
+        envelope.MCP_METHOD_HEADER,
+        envelope.MCP_NAME_HEADER,
+    }
+)
+
+
+def _envelope_version(message: dict[str, Any]) -> str | None:
+    """The protocol version a 2026-07-28 message names in its `_meta`, else None."""
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    version = meta.get(types.PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
+    if message.get("method") == "initialize" or not isinstance(version, str):
+        return None
+    return version
+
+
+def _routing_headers(message: dict[str, Any]) -> dict[str, str]:
+    """For a 2026-07-28 message, the routing headers its POST to /mcp would carry, as the
+    official client makes them (its version, method and name, and the arguments a tool
+    mirrors): an SSE client sends none, and the message is all there is to go on."""
+    version = _envelope_version(message)
+    method, params = message.get("method"), message.get("params")
+    if version is None or not isinstance(method, str) or not isinstance(params, dict):
+        return {}
+    headers = {http_messages.VERSION_HEADER.lower(): version, envelope.MCP_METHOD_HEADER: method}
+    name_key = envelope.NAME_BEARING_METHODS.get(method)
+    name = params.get(name_key) if name_key is not None else None
+    if isinstance(name, str):
+        headers[envelope.MCP_NAME_HEADER] = envelope.encode_header_value(name)
+    schema = dispatch.extra_tool_schema(name) if method == "tools/call" else None
+    arguments = params.get("arguments")
+    if schema is not None and isinstance(arguments, dict):
+        headers.update(envelope.mcp_param_headers(envelope.x_mcp_header_map(schema), arguments))
+    return headers
+
+
+def _before_initialize(inbound: http_messages.Inbound) -> http_messages.Outbound | None:
+    """The answer to a message of the 2025 revisions sent before the stream has a session: a
+    request is told, on the stream, to send `initialize` first; a notification is dropped.
+    None for a message that needs no session (`initialize`, a 2026-07-28 message)."""
+    if http_messages.SESSION_HEADER in inbound.headers:
+        return None
+    message = json.loads(inbound.body)
+    if message.get("method") == "initialize" or _envelope_version(message) is not None:
+        return None
+    if "id" not in message or "method" not in message:
+        return http_messages.Outbound(202)
+    return http_messages.error_reply(
+        200,
+        types.INVALID_REQUEST,
+        f"This stream has no session yet, so {str(message['method'])[:80]} cannot be answered: "
+        "POST initialize first, then notifications/initialized, then other requests (or send "
+        "each request with the 2026-07-28 envelope in its _meta, which needs no session).",
+        request_id=message.get("id"),
+    )
+
+
 def answer(inbound: http_messages.Inbound, channel_id: str) -> http_messages.Outbound:
     """Answer an accepted message; an `initialize` binds its new session to the stream."""
+    early = _before_initialize(inbound)
+    if early is not None:
+        return early
     outbound = streamable_http.handle(inbound)
     started = outbound.headers.get("Mcp-Session-Id")
     if started and started != inbound.headers.get(http_messages.SESSION_HEADER):

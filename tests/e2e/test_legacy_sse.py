@@ -127,7 +127,12 @@ class PostsTo(httpx2.AsyncBaseTransport):
         await self.inner.aclose()
 
 
-def test_the_official_sse_client_streams_from_one_instance_and_posts_to_the_other(instances):
+@pytest.mark.parametrize(("mode", "version"), [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
+def test_the_official_sse_client_streams_from_one_instance_and_posts_to_the_other(
+    instances, mode, version
+):
+    """In its default mode the client opens with a `server/discover` probe, answered on the
+    stream, and goes on statelessly; in legacy mode it starts a session with `initialize`."""
     transport = PostsTo(instances.b.url)
 
     def factory(headers=None, timeout=None, auth=None) -> httpx2.AsyncClient:
@@ -143,10 +148,10 @@ def test_the_official_sse_client_streams_from_one_instance_and_posts_to_the_othe
                     sse_read_timeout=20,
                     httpx_client_factory=factory,
                 ),
-                mode="legacy",
-                cache=None,
+                mode=mode,
                 client_info=Implementation(name="switchyard-tests", version="1"),
             ) as client:
+                assert client.protocol_version == version
                 tools = await client.list_tools()
                 found = await client.call_tool(
                     "search_nodes",
@@ -158,8 +163,9 @@ def test_the_official_sse_client_streams_from_one_instance_and_posts_to_the_othe
     assert "search_nodes" in names
     assert not found.is_error
     assert found.structured_content["results"][0]["subtype"] == "CONVERSATION_BUFFER"
-    # initialize, notifications/initialized, tools/list, tools/call: all on B, all accepted.
-    assert len(transport.posts) >= 4
+    # initialize and notifications/initialized (legacy) or server/discover (auto), then
+    # tools/list and tools/call: all on B, all accepted.
+    assert len(transport.posts) >= (4 if mode == "legacy" else 3)
     for url, status in transport.posts:
         assert url.startswith(f"{instances.b.url}/messages?sessionId="), url
         assert status == 202

@@ -14,7 +14,13 @@ from mcp_endpoint import sessions
 from mcp_endpoint.asgi import sse_app
 from mcp_endpoint.auth import authenticate
 from mcp_endpoint.core import Caller
-from tests.mcp_endpoint.helpers import LATEST_LEGACY, disable_workflow, make_key
+from tests.mcp_endpoint.helpers import (
+    LATEST_LEGACY,
+    MODERN,
+    disable_workflow,
+    envelope,
+    make_key,
+)
 
 WAIT_SECONDS = 10
 
@@ -245,23 +251,82 @@ def test_an_unknown_session_is_not_found_and_says_how_to_start_one(key):
     assert "GET /sse" in error["message"]
 
 
-def test_a_message_before_initialize_is_refused(key):
-    async def scenario() -> Exchange:
-        _, leave, task, channel_id = await _open(key)
-        answer = await _request(
-            "POST",
-            "/messages",
-            key=key,
-            body=_message("tools/list", 7),
-            query=f"sessionId={channel_id}",
+def test_a_request_before_initialize_is_accepted_and_told_on_the_stream_to_initialize(key):
+    async def scenario() -> tuple[Exchange, Exchange, dict[str, Any]]:
+        stream, leave, task, channel_id = await _open(key)
+        query = f"sessionId={channel_id}"
+        note = await _request(
+            "POST", "/messages", key=key, body=_message("notifications/initialized"), query=query
         )
+        posted = await _request(
+            "POST", "/messages", key=key, body=_message("tools/list", 7), query=query
+        )
+        # The notification had no answer: the request's is the stream's next event.
+        answer = _data(await _next_event(stream))
         await _close(leave, task)
-        return answer
+        return note, posted, answer
 
-    answer = asyncio.run(scenario())
-    assert answer.status == 400
-    assert answer.json()["id"] == 7
-    assert "initialize first" in answer.json()["error"]["message"]
+    note, posted, answer = asyncio.run(scenario())
+    assert (note.status, posted.status) == (202, 202)
+    assert answer["id"] == 7
+    assert answer["error"]["code"] == -32600
+    assert "initialize first" in answer["error"]["message"]
+
+
+def _modern_message(method: str, request_id: int, params: dict[str, Any] | None = None) -> bytes:
+    """A 2026-07-28 request as an SSE client posts it: the envelope in `_meta`, no headers."""
+    return _message(method, request_id, {**(params or {}), "_meta": envelope()})
+
+
+def test_a_discover_probe_before_initialize_is_answered_and_so_are_stateless_requests(key):
+    """The official Python client's default mode opens with `server/discover` and, answered,
+    sends every request with the 2026-07-28 envelope, no session (as to the SDK's SSE server)."""
+
+    async def scenario() -> list[tuple[int, dict[str, Any]]]:
+        stream, leave, task, channel_id = await _open(key)
+        query = f"sessionId={channel_id}"
+        answers = []
+        for request_id, method, params in [
+            (1, "server/discover", {}),
+            (2, "tools/list", {}),
+            (3, "tools/call", {"name": "get_node_types", "arguments": {}}),
+        ]:
+            body = _modern_message(method, request_id, params)
+            posted = await _request("POST", "/messages", key=key, body=body, query=query)
+            answers.append((posted.status, _data(await _next_event(stream))))
+        await _close(leave, task)
+        return answers
+
+    (discovered, listed, called) = asyncio.run(scenario())
+    assert [status for status, _ in (discovered, listed, called)] == [202, 202, 202]
+    assert discovered[1]["id"] == 1
+    assert discovered[1]["result"]["supportedVersions"] == [MODERN]
+    assert "search_nodes" in [tool["name"] for tool in listed[1]["result"]["tools"]]
+    assert len(called[1]["result"]["structuredContent"]) == 8
+
+
+def test_a_stream_of_a_key_without_tools_read_never_hears_that_the_tools_changed(key, monkeypatch):
+    """As a 2025 session's GET stream refuses such a key: it may not list tools."""
+    from mcp_endpoint import list_changes
+    from tests.graphs.conftest import import_file
+
+    monkeypatch.setattr(list_changes, "LISTEN_POLL_SECONDS", 0.05)
+    import_file("loops.yaml")
+    caller = make_key(scopes=["tools:execute"])
+
+    async def scenario() -> list[bytes]:
+        reader, leave_reader, reading, _ = await _open(key)
+        stream, leave, task, _ = await _open(caller)
+        await asyncio.sleep(0.3)  # both watchers (if any) have taken the list as it is
+        await asyncio.to_thread(disable_workflow, "sum_to")
+        heard = _data(await _next_event(reader))
+        assert heard["method"] == "notifications/tools/list_changed"
+        await asyncio.sleep(0.5)  # ten polls more than the reader needed
+        await _close(leave_reader, reading)
+        await _close(leave, task)
+        return [chunk for chunk in stream.chunks if not chunk.startswith(b":")]
+
+    assert asyncio.run(scenario()) == []
 
 
 def test_an_oversized_body_is_refused_before_it_is_read(key, settings):
