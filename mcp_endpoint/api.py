@@ -32,6 +32,7 @@ from mcp_endpoint.client_addresses import allow_listed
 from mcp_endpoint.core import LATEST_HANDSHAKE_VERSION, Caller, context_for, execute
 from mcp_endpoint.errors import (
     RETRY_AFTER_SECONDS,
+    Forbidden,
     RpcError,
     unavailable_errors,
     unavailable_message,
@@ -195,10 +196,10 @@ def _internal_only(request: HttpRequest) -> None:
     )
 
 
-def _tool_summaries() -> list[dict[str, Any]]:
-    """Every tool a key may call, in tools/list order: the knowledge tools, then the
+def _tool_summaries(caller: Caller) -> list[dict[str, Any]]:
+    """Every tool `caller` may call, in tools/list order: the knowledge tools, then the
     workflows (category "graph")."""
-    return [_tool_summary(tool) for tool in dispatch.tool_list()]
+    return [_tool_summary(tool) for tool in dispatch.tool_list(scopes=caller.scopes)]
 
 
 def _tool_summary(tool: types.Tool) -> dict[str, Any]:
@@ -243,6 +244,8 @@ def _invoke(
             context=context,
         )
         message = async_to_sync(reply.final)(REQUEST_THREADS)
+    except Forbidden as exc:  # a tool that needs a scope beyond tools:execute (it names it)
+        raise ApiRefusal(403, exc.message) from None
     except RpcError as exc:
         raise ApiRefusal(422, exc.message) from None
     if "error" in message:
@@ -262,7 +265,7 @@ def _invoke(
 )
 def tools_internal(request: HttpRequest) -> dict[str, Any]:
     _internal_only(request)
-    return {"tools": _tool_summaries()}
+    return {"tools": _tool_summaries(INTERNAL_CALLER)}
 
 
 @api.post(
@@ -288,8 +291,8 @@ def invoke_internal(request: HttpRequest, body: InvokeRequest) -> dict[str, Any]
     response=responses(dict[str, Any], *KEYED),
 )
 def list_tools(request: HttpRequest) -> dict[str, Any]:
-    _caller(request, "tools:read")
-    tools = _tool_summaries()
+    caller = _caller(request, "tools:read")
+    tools = _tool_summaries(caller)
     return {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "result": {"tools": tools}}
 
 
@@ -297,6 +300,11 @@ def list_tools(request: HttpRequest) -> dict[str, Any]:
     "/mcp/invoke",
     tags=["mcp"],
     summary="Invoke a tool (scope tools:execute)",
+    description=(
+        "Calls a tool as MCP's tools/call does. A tool that needs a scope beyond "
+        "tools:execute (the builder's need workflows:write or workflows:publish, the run "
+        "history's runs:read) is refused with 403, its error naming the scope."
+    ),
     response=responses(dict[str, Any], *KEYED, *INVALID_BODY),
 )
 def invoke(request: HttpRequest, body: InvokeRequest) -> dict[str, Any]:

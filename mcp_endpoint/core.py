@@ -46,11 +46,10 @@ LATEST_HANDSHAKE_VERSION = HANDSHAKE_PROTOCOL_VERSIONS[-1]
 _LINEAGE_HEADER = call_lineage.HEADER.lower()
 
 # How long a client may cache each list or read result (2026-07-28 `ttlMs`); the answers
-# are the same for every caller, so `cacheScope` is public.
+# are the same for every caller, so `cacheScope` is public. tools/list is not among them:
+# it shows what the caller may call, and says how long itself (dispatch._list_tools).
 CACHE_HINTS: dict[str, int] = {
     "server/discover": 300_000,
-    # Workflows come and go with the admin: clients should not hold the list long.
-    "tools/list": 30_000,
     "prompts/list": 300_000,
     "resources/templates/list": 300_000,
     "resources/list": 60_000,
@@ -273,7 +272,7 @@ def _answer(
     except ValidationError as exc:
         raise RpcError(types.INVALID_PARAMS, params_problem(method, exc)) from None
     _check_scope(method, caller)
-    memo_key = _static_key(method, version, params, context.server)
+    memo_key = _static_key(method, version, params, context.server, caller.scopes)
     # Read before the list is built: a change meanwhile leaves an older stamp, not a stale list.
     stamp = _static_stamp(method)
     memo = _STATIC_RESULTS.get(memo_key) if memo_key is not None else None
@@ -328,10 +327,12 @@ def _serialize(
 
 
 # Lists that change only with a stamp (tools: `dispatch.tools_generation()`) or never (prompts,
-# templates), kept per version and page with their JSON: tools/list is among the most frequent
-# calls an agent makes, and encoding its 4 KB answer cost more than the rest of the request.
+# templates), kept per version, page and audience (tools: the scopes the list depends on) with
+# their JSON: tools/list is among the most frequent calls an agent makes, and encoding its 4 KB
+# answer cost more than the rest of the request.
 _STATIC_METHODS = frozenset({"tools/list", "prompts/list", "resources/templates/list"})
-_STATIC_RESULTS: dict[tuple[str, str, Any, str | None], tuple[Hashable, EncodedResult]] = {}
+_StaticKey = tuple[str, str, Any, str | None, frozenset[str]]
+_STATIC_RESULTS: dict[_StaticKey, tuple[Hashable, EncodedResult]] = {}
 
 
 class EncodedResult(dict[str, Any]):
@@ -344,13 +345,14 @@ class EncodedResult(dict[str, Any]):
 
 
 def _static_key(
-    method: str, version: str, params: Any, server: str | None
-) -> tuple[str, str, Any, str | None] | None:
+    method: str, version: str, params: Any, server: str | None, scopes: frozenset[str]
+) -> _StaticKey | None:
     if method not in _STATIC_METHODS:
         return None
     # Called once the params have parsed, so the cursor is a string or absent.
     cursor = params.get("cursor") if isinstance(params, dict) else None
-    return (method, version, cursor, server)
+    audience = dispatch.tools_audience(scopes) if method == "tools/list" else frozenset()
+    return (method, version, cursor, server, audience)
 
 
 def _static_stamp(method: str) -> Hashable:

@@ -204,18 +204,54 @@ def extra_tool_schema(name: Any) -> dict[str, Any] | None:
     return extra.tool.input_schema if extra is not None else None
 
 
-def tool_list(server: str | None = None) -> list[types.Tool]:
+# The scope a call needs of a tool that is not one of this server's own (a workflow, an
+# extra tool): its own tools each name theirs (tool_definitions.ToolDefinition.scope).
+EXECUTE_SCOPE = "tools:execute"
+# Scopes that let a caller change the served tool list through the builder tools (publish a
+# workflow): such a caller is told not to cache tools/list, so it sees its change at once.
+BUILDER_SCOPES = frozenset({"workflows:write", "workflows:publish", "workflows:admin"})
+# How long any other caller may keep a tools/list answer (2026-07-28 `ttlMs`): workflows
+# come and go with the admin, and callers listening for list changes hear of them sooner.
+TOOLS_LIST_TTL_MS = 30_000
+
+
+def tool_scope(name: str, server: str | None = None) -> str:
+    """The scope a caller needs to call the tool `name` at `/mcp` (or at `/mcp/<server>`)."""
+    own = TOOLS.get(name) if server is None else None
+    return own.scope if own is not None else EXECUTE_SCOPE
+
+
+def tool_list(
+    server: str | None = None, *, scopes: frozenset[str] | None = None
+) -> list[types.Tool]:
     """The tools in a fixed order: at `/mcp` the knowledge tools, the enabled workflows by
-    name, then any extra tools; at a group's endpoint its enabled workflows alone. Whatever
-    changes this list must change `tools_generation()`."""
+    name, then any extra tools; at a group's endpoint its enabled workflows alone. With
+    `scopes`, only those a caller holding them may call (None: every tool). Whatever changes
+    this list must change `tools_generation()`, and what it reads of `scopes` must be in
+    `tools_audience()`."""
     if server is not None:
         group_served(server)
-        return workflow_answers.workflow_tool_list(server)
-    return [
-        *_own_tools(),
-        *workflow_answers.workflow_tool_list(),
-        *(extra.tool for extra in EXTRA_TOOLS.values()),
-    ]
+        tools = workflow_answers.workflow_tool_list(server)
+    else:
+        tools = [
+            *_own_tools(),
+            *workflow_answers.workflow_tool_list(),
+            *(extra.tool for extra in EXTRA_TOOLS.values()),
+        ]
+    if scopes is None:
+        return tools
+    return [tool for tool in tools if tool_scope(tool.name, server) in scopes]
+
+
+def tools_audience(scopes: frozenset[str]) -> frozenset[str]:
+    """What of a caller's `scopes` its tools/list answer depends on (which tools it may call,
+    and whether it may change the list): answers are cached by it (core.py)."""
+    return scopes & (_tool_scopes() | BUILDER_SCOPES)
+
+
+@cache
+def _tool_scopes() -> frozenset[str]:
+    return frozenset({EXECUTE_SCOPE, *(tool.scope for tool in TOOLS.values())})
 
 
 def tools_generation() -> Hashable:
@@ -323,8 +359,7 @@ def call_tool(params: types.CallToolRequestParams, context: CallContext) -> Answ
     """Run a tool; every failure comes back in-band with `isError` and how to fix the call,
     but a missing scope (`Forbidden`): this server's own tools each name theirs, every other
     call needs tools:execute."""
-    own = TOOLS.get(params.name) if context.server is None else None
-    _check_tool_scope(params.name, own.scope if own else "tools:execute", context)
+    _check_tool_scope(params.name, tool_scope(params.name, context.server), context)
     if context.server is not None:
         return _call_group_tool(params, context, context.server)
     extra = EXTRA_TOOLS.get(params.name)
@@ -403,8 +438,17 @@ def _complete(params: types.CompleteRequestParams, context: CallContext) -> type
 
 
 def _list_tools(params: Any, context: CallContext) -> types.ListToolsResult:
-    page, cursor = _page(tool_list(context.server), params.cursor if params else None)
-    return types.ListToolsResult(tools=page, next_cursor=cursor)
+    """The tools this caller may call. The list depends on the caller, so no client may share
+    it with another (`private`); a builder may change it, so it is told not to keep it."""
+    tools = tool_list(context.server, scopes=context.scopes)
+    page, cursor = _page(tools, params.cursor if params else None)
+    builds = not BUILDER_SCOPES.isdisjoint(context.scopes)
+    return types.ListToolsResult(
+        tools=page,
+        next_cursor=cursor,
+        ttl_ms=0 if builds else TOOLS_LIST_TTL_MS,
+        cache_scope="private",
+    )
 
 
 def _list_resources(params: Any, context: CallContext) -> types.ListResourcesResult:

@@ -171,6 +171,9 @@ def test_an_agent_builds_tests_and_publishes_count_files(builder_server, mode, n
 
             published = await client.call_tool("publish_workflow", {"name": name, "version": 1})
             assert published.structured_content["status"] == "published"
+            # The builder's next list shows its new tool (the client caches lists as told).
+            listed = [tool.name for tool in (await client.list_tools()).tools]
+            assert name in listed
             called = await client.call_tool(name, {"directory": str(counting)})
             assert not called.is_error, called.content
             assert called.structured_content == {"count": 4}

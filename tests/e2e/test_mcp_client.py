@@ -38,7 +38,6 @@ async def connect(
         Client(
             streamable_http_client(f"{server.url}{path}", http_client=http),
             mode=mode,
-            cache=None,
             client_info=Implementation(name="switchyard-tests", version="1"),
             message_handler=message_handler,
         ) as client,
@@ -134,10 +133,14 @@ def test_a_legacy_session_ends_with_delete(live_mcp):
     run(scenario)
 
 
-def test_a_key_without_the_execute_scope_cannot_call_tools(live_mcp):
+def test_a_key_without_the_execute_scope_lists_only_what_it_may_call_and_cannot_call_more(
+    live_mcp,
+):
+    readable = [name for name, tool in TOOLS.items() if tool.scope == "tools:read"]
+
     async def scenario():
         async with connect(live_mcp, "auto", key=live_mcp.read_only_key) as client:
-            assert len((await client.list_tools()).tools) == len(TOOLS)
+            assert [tool.name for tool in (await client.list_tools()).tools] == readable
             with pytest.raises(MCPError) as refused:
                 await client.call_tool("get_node_types", {})
             assert "tools:execute" in str(refused.value)

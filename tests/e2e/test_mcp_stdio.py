@@ -19,7 +19,7 @@ def test_a_desktop_client_uses_the_tools_over_stdio(live_mcp, mode, version):
     )
 
     async def scenario():
-        async with Client(server, mode=mode, cache=None) as client:
+        async with Client(server, mode=mode) as client:
             assert client.protocol_version == version
             assert len((await client.list_tools()).tools) == len(TOOLS)
             found = await client.call_tool("search_nodes", {"query": "pause for ten minutes"})

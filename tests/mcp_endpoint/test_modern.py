@@ -103,10 +103,11 @@ def test_search_nodes_schema_requires_a_query(client, key):
 
 
 def test_tools_list_carries_cache_hints_and_result_type(client, key):
+    """Private: the list shows what the caller may call (test_tool_visibility.py)."""
     answer = result(modern(client, "tools/list", key=key))
     assert answer["resultType"] == "complete"
-    assert answer["ttlMs"] > 0
-    assert answer["cacheScope"] == "public"
+    assert isinstance(answer["ttlMs"], int)
+    assert answer["cacheScope"] == "private"
 
 
 @pytest.mark.parametrize(

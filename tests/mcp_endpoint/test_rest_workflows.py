@@ -82,7 +82,8 @@ def test_running_a_workflow_needs_tools_execute(client, loops, scopes, status):
 
 
 def test_the_tool_list_and_details_include_the_workflows(client, loops):
-    headers = auth_headers(make_key(scopes=["tools:read"]))
+    # A key lists the workflows when it may call them (tools:execute).
+    headers = auth_headers(make_key(scopes=["tools:read", "tools:execute"]))
     tools = client.get("/api/v1/mcp/tools", headers=headers).json()["result"]["tools"]
     by_name = {tool["name"]: tool for tool in tools}
 
