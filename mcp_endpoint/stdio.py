@@ -4,7 +4,8 @@ The client is the local user who started the process, so every scope is granted.
 work: `initialize` negotiates a 2025 revision for the connection; a request whose `_meta`
 carries the 2026-07-28 envelope is answered statelessly.
 
-`--server SLUG` serves one workflow group's tools alone, as `/mcp/<slug>` does over HTTP.
+`manage.py mcp_stdio --group SLUG` serves one workflow group's tools alone, as `/mcp/<slug>`
+does over HTTP.
 When the tool list changes, a connection that has initialized hears
 `notifications/tools/list_changed` (list_changes.py).
 

@@ -5,10 +5,14 @@ concurrently, and the connection's runs end with it."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
+import logging
+import sys
 from typing import Any
 
 import pytest
+from django.core.management import CommandError, call_command
 from mcp import types
 
 from graphs.models import Run
@@ -209,3 +213,24 @@ def test_one_groups_server_over_stdio_hears_that_its_tools_changed(loops, monkey
     assert initialized["result"]["serverInfo"]["name"] == "loops"
     assert [tool["name"] for tool in listed["result"]["tools"]] == ["classify", "is_zero", "sum_to"]
     assert changed == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+
+
+def test_the_stdio_command_serves_one_group_named_with_group(loops, monkeypatch):
+    """`--group`, not `--server`, which launchers such as the MCP Inspector take as theirs."""
+    from mcp_endpoint.management.commands import mcp_stdio
+
+    served: list[str | None] = []
+
+    async def fake_serve(read_line, write_line, server=None) -> None:
+        served.append(server)
+
+    monkeypatch.setattr(mcp_stdio, "serve", fake_serve)
+    monkeypatch.setattr(logging.getLogger(), "handlers", list(logging.getLogger().handlers))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO()))
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO()))
+    call_command("mcp_stdio", "--group", "loops")
+    assert served == ["loops"]
+    with pytest.raises(CommandError, match="slugs: loops"):
+        call_command("mcp_stdio", "--group", "no-such-group")
+    with pytest.raises(CommandError, match="unrecognized arguments: --server"):
+        call_command("mcp_stdio", "--server", "loops")

@@ -1,5 +1,8 @@
-"""`python manage.py mcp_stdio [--server SLUG]`: the MCP tools over stdio, for desktop
-clients: all of them, or one workflow group's, as its graph file's own MCP server."""
+"""`python manage.py mcp_stdio [--group SLUG]`: the MCP tools over stdio, for desktop
+clients: all of them, or one workflow group's, as its graph file's own MCP server.
+
+The option is `--group`, not `--server`: launchers that start a stdio server with its
+arguments (the MCP Inspector among them) take `--server` as their own."""
 
 import asyncio
 import logging
@@ -16,17 +19,17 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--server",
+            "--group",
             metavar="SLUG",
             help="Serve one workflow group's tools alone, as /mcp/SLUG does "
             "(`export_graph --list` shows each group's slug).",
         )
 
-    def handle(self, *args: object, server: str | None = None, **options: object) -> None:
+    def handle(self, *args: object, group: str | None = None, **options: object) -> None:
         servers = workflow_servers()
-        if server is not None and server not in servers:
+        if group is not None and group not in servers:
             known = ", ".join(servers) or "none (import a graph file first)"
-            raise CommandError(f"No workflow group has the slug {server!r}; slugs: {known}.")
+            raise CommandError(f"No workflow group has the slug {group!r}; slugs: {known}.")
         # stdout carries the protocol; logs go to stderr only.
         logging.getLogger().handlers = [logging.StreamHandler(sys.stderr)]
         # MCP's stdio messages are UTF-8, whatever the locale says.
@@ -40,4 +43,4 @@ class Command(BaseCommand):
         async def read_line() -> str:
             return await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
 
-        asyncio.run(serve(read_line, write_line, server))
+        asyncio.run(serve(read_line, write_line, group))
