@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the npm MCP servers the tests talk to (and mcpGraph, whose example graph files
-# they import), so that no test reaches the network.
+# they import, and the TypeScript SDK, whose client they run), so that no test reaches the
+# network.
 #
 #   1. Pinned versions into $MCP_PEERS_HOME/node_modules; tests start them with
 #      `node <package's bin script>` (tests/peers: npm_server_command).
@@ -20,6 +21,8 @@ PACKAGES=(
   @modelcontextprotocol/server-filesystem@2026.8.31
   # Not a server the tests start: its examples/ are graph files the tests import unchanged.
   mcpgraph@0.1.23
+  # Not a server: the official TypeScript SDK, whose client tests/peers/ts_client.mjs runs.
+  @modelcontextprotocol/sdk@1.32.2
 )
 # Started through npx by graph files; npx takes whichever version was latest when cached.
 NPX_PACKAGES=(@modelcontextprotocol/server-filesystem)
