@@ -315,6 +315,16 @@ if MCP_ANONYMOUS_SCOPES and not DEBUG:
         ",".join(MCP_ANONYMOUS_SCOPES),
     )
 
+# Issue 25, items 10, 11 and 13: bounds at admission (docs/operations.md, "Bounds at admission").
+# Every request's params nest at most this many levels of arrays and objects (a -32602 error,
+# or a 422 over REST, names it); answers and the history keep at most 100 (graphs/nesting.py).
+MCP_MAX_JSON_DEPTH = env_int("MCP_MAX_JSON_DEPTH", 64)
+if not 8 <= MCP_MAX_JSON_DEPTH <= 100:
+    raise ImproperlyConfigured(
+        f"MCP_MAX_JSON_DEPTH={MCP_MAX_JSON_DEPTH} must be between 8 (a tool call's own levels) "
+        "and 100 (the deepest value answered or kept in the history)."
+    )
+
 # A downstream MCP tool's result larger than this (JSON bytes) fails the call, with a message
 # naming this setting, rather than being copied into the run (docs/providers.md, "Faults").
 MCP_CLIENT_MAX_RESULT_BYTES = int(os.environ.get("MCP_CLIENT_MAX_RESULT_BYTES", str(10 * 10**6)))

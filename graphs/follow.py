@@ -83,10 +83,12 @@ class NodeFinished:
 
 @dataclass(frozen=True)
 class RunEnded:
-    """The run's outcome, and what the follower's `shape` made of it (None without one)."""
+    """The run's outcome, and what the follower's `shape` made of it (None without one); or,
+    when `shape` raised, why (`unshaped`, logged): the run ended all the same."""
 
     outcome: RunOutcome
     shaped: Any = None
+    unshaped: str = ""
 
 
 RunEvent = RunWaiting | RunStarted | NodeFinished | RunEnded
@@ -128,6 +130,7 @@ async def run_follow(
         ticket = Ticket(request.caller, request.session_id, request.request_id)
         direct = partial(_direct, request, post, report_nodes, keep_result, shape, ticket)
         producer = asyncio.ensure_future(_in_turn(request.caller, threads, direct, post))
+    producer.add_done_callback(partial(_told_if_failed, request.name, post))
     announced = False
     try:
         while True:
@@ -150,6 +153,17 @@ async def run_follow(
 
 
 _LEFT = "The caller left before its run started (it went away or stopped waiting)"
+
+
+def _told_if_failed(
+    name: str, post: Callable[[_Posted], None], producer: asyncio.Future[None]
+) -> None:
+    """Tell the follower when the side that runs or watches the call failed outright: it
+    would otherwise wait for an event that never comes, until it gives up."""
+    if producer.cancelled() or producer.exception() is None:
+        return
+    logger.error("Following the call of %s failed", name, exc_info=producer.exception())
+    post(WorkflowCallError(f"Workflow {name!r} failed on the server; it is logged."))
 
 
 async def _in_turn(
@@ -222,7 +236,14 @@ def _direct(
 
 
 def _ended(outcome: RunOutcome, shape: Shape | None) -> RunEnded:
-    return RunEnded(outcome, shape(outcome) if shape is not None else None)
+    """The end of a run, shaped; whatever `shape` raises ends it too, saying why."""
+    if shape is None:
+        return RunEnded(outcome)
+    try:
+        return RunEnded(outcome, shape(outcome))
+    except Exception as exc:
+        logger.exception("Making the answer of run %s failed", outcome.run_id)
+        return RunEnded(outcome, unshaped=f"{type(exc).__name__}: {exc}"[:300])
 
 
 def _look(

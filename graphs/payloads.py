@@ -15,10 +15,12 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+# The mark of a payload cut short, here by its size, there by its depth.
+from graphs.nesting import TRUNCATED_KEY as TRUNCATED_KEY
+from graphs.nesting import cut_to_depth
 from nodespecs.secrets import mask_credentials
 
 MASK = "********"
-TRUNCATED_KEY = "_truncated"
 _SECRET_NAMES = {
     "password",
     "passwd",
@@ -196,8 +198,8 @@ def mask_values(value: Any, secrets: Sequence[str]) -> Any:
 
 def stored_arguments(arguments: Any, secrets: Sequence[str]) -> Any:
     """A run's arguments as its history keeps them: secret-named keys' values and `secrets`
-    masked."""
-    masked = mask_secrets(arguments)
+    masked, and what nests deeper than the history keeps marked (graphs/nesting.py)."""
+    masked = mask_secrets(cut_to_depth(arguments)[0])
     return mask_values(masked, secrets) if secrets else masked
 
 
@@ -220,14 +222,16 @@ def encoded(value: Any, max_bytes: int, secrets: Sequence[str] = ()) -> tuple[st
     of secret-named keys and the run's `secrets` masked.
 
     A payload over `max_bytes` of JSON becomes `{"_truncated": true, "bytes": N, "preview":
-    "<the first max_bytes characters of its JSON>"}` (of its masked JSON).
+    "<the first max_bytes characters of its JSON>"}` (of its masked JSON); a part nested
+    deeper than the history keeps becomes a mark saying so (graphs/nesting.py).
     """
+    value, cut = cut_to_depth(value)
     text = json.dumps(mask_secrets(value), ensure_ascii=False, default=str)
     if secrets and _appears(text, secrets):
         # Searched in the text first: only a payload holding a secret is walked.
         text = json.dumps(mask_values(json.loads(text), secrets), ensure_ascii=False)
     if len(text) <= max_bytes:
-        return text, False
+        return text, cut
     preview = {TRUNCATED_KEY: True, "bytes": len(text.encode()), "preview": text[:max_bytes]}
     return json.dumps(preview, ensure_ascii=False), True
 

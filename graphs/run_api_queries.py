@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from graphs.keyset import TOKEN_PATTERN, Cursor, run_page
 from graphs.models import NodeExecution, Run, Workflow
+from graphs.nesting import cut_to_depth
 from graphs.selectors import RunFilters, Step, run_steps, runs_filtered
 
 DEFAULT_PAGE = 50
@@ -255,9 +256,9 @@ def run_read(
 
 
 def run_record(run: Run) -> dict[str, Any]:
-    """A run as API clients see it."""
+    """A run as API clients see it (payloads nested too deep cut: `_within_depth`)."""
     active = run.status in Run.ACTIVE
-    return {
+    record = {
         "id": run.pk,
         "workflow": run.workflow_name,
         "workflow_version_id": run.version_id,
@@ -276,6 +277,7 @@ def run_record(run: Run) -> dict[str, Any]:
         "finished_at": run.finished_at,
         "duration_ms": run.duration_ms,
     }
+    return _within_depth(record, ("arguments", "result"))
 
 
 def execution_record(step: Step) -> dict[str, Any]:
@@ -285,7 +287,7 @@ def execution_record(step: Step) -> dict[str, Any]:
     finished_at = None
     if execution.duration_ms is not None and execution.status != NodeExecution.Status.RUNNING:
         finished_at = execution.started_at + timedelta(milliseconds=execution.duration_ms)
-    return {
+    record = {
         "index": execution.index,
         "node_id": execution.node_id,
         "node_type": execution.node_type,
@@ -301,3 +303,14 @@ def execution_record(step: Step) -> dict[str, Any]:
         "finished_at": finished_at,
         "duration_ms": execution.duration_ms,
     }
+    return _within_depth(record, ("input", "detail", "output"))
+
+
+def _within_depth(record: dict[str, Any], payloads: tuple[str, ...]) -> dict[str, Any]:
+    """`record` with each of its `payloads` nested deeper than the history shows cut there,
+    the part left out marked, and then `truncated`: a row stored before the bound (or by a
+    run that built so deep a value) is still served to every reader (graphs/nesting.py)."""
+    for name in payloads:
+        record[name], cut = cut_to_depth(record[name])
+        record["truncated"] = record["truncated"] or cut
+    return record

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from django.conf import settings
 from mcp import types
 from mcp.types import methods
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
@@ -27,6 +28,7 @@ from pydantic import ValidationError
 
 from graphs import tracing
 from graphs.follow import Threads
+from graphs.nesting import deeper_than
 from mcp_endpoint import client_requests, dispatch, task_extension, traces, workflow_calls
 from mcp_endpoint.dispatch import LOG_LEVELS, CallContext
 from mcp_endpoint.encoding import encode_json
@@ -258,6 +260,7 @@ def _answer(
     on_set_level: Callable[[str], None] | None,
 ) -> Reply:
     """`execute`'s answer, untraced."""
+    refuse_deep_params(method, params)
     request_id = context.request_id
     if version in MODERN_PROTOCOL_VERSIONS and method in task_extension.METHODS:
         _check_scope(method, caller)
@@ -369,8 +372,21 @@ def _check_scope(method: str, caller: Caller) -> None:
         )
 
 
+def refuse_deep_params(method: str, params: Any) -> None:
+    """Refuse params that nest deeper than MCP_MAX_JSON_DEPTH, before any work reads them:
+    nothing answers, stores or shows a value past a few hundred levels (graphs/nesting.py)."""
+    limit = settings.MCP_MAX_JSON_DEPTH
+    if deeper_than(params, limit):
+        raise RpcError(
+            types.INVALID_PARAMS,
+            f"Invalid params for {method}: they nest arrays and objects more than {limit} "
+            "levels deep (MCP_MAX_JSON_DEPTH); send flatter arguments.",
+        )
+
+
 def negotiate(params: Any) -> tuple[str, types.InitializeRequestParams]:
     """Validate `initialize` params and choose the version: the client's, if we speak it."""
+    refuse_deep_params("initialize", params)
     try:
         request = types.InitializeRequest.model_validate(
             {"method": "initialize", "params": params}, by_name=False

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from mcp import types
 from mcp.shared import inbound as envelope
 
@@ -177,7 +178,14 @@ def json_body(inbound: Inbound) -> tuple[Any, Outbound | None]:
         )
     try:
         return json.loads(inbound.body), None
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+    except RecursionError:  # nested far past MCP_MAX_JSON_DEPTH, which the core checks
+        return None, error_reply(
+            400,
+            types.PARSE_ERROR,
+            "Parse error: the body nests arrays and objects too deep to be read; params may "
+            f"nest at most {settings.MCP_MAX_JSON_DEPTH} levels (MCP_MAX_JSON_DEPTH).",
+        )
+    except (ValueError, UnicodeDecodeError) as exc:
         return None, error_reply(
             400, types.PARSE_ERROR, f"Parse error: the body is not JSON ({exc})."
         )

@@ -25,6 +25,7 @@ from mcp import types
 
 from graphs.control import run_cancel
 from graphs.follow import NodeFinished, RunStarted, RunWaiting, Threads, run_follow
+from graphs.nesting import MAX_DEPTH, deeper_than
 from graphs.runs import RunOutcome, RunRequest, WorkflowCallError
 from graphs.toolset import WorkflowTool
 from mcp_endpoint import task_extension, workflow_answers
@@ -65,8 +66,26 @@ def _tool_response(call: WorkflowCall, result: types.CallToolResult) -> Message:
 
 
 def _outcome_response(call: WorkflowCall, outcome: RunOutcome) -> Message:
-    """The response to a call whose run has ended (on a thread: see `follow`)."""
+    """The response to a call whose run has ended (on a thread: see `follow`). A result too
+    deep to be written (graphs/nesting.py) is answered as an error naming the run."""
+    if outcome.succeeded and deeper_than(outcome.result, MAX_DEPTH):
+        return _unanswerable(
+            call, outcome.run_id, f"its result nests more than {MAX_DEPTH} levels deep"
+        )
     return _tool_response(call, call.answer(call.tool, outcome))
+
+
+def _unanswerable(call: WorkflowCall, run_id: int, why: str) -> Message:
+    """The response to a call whose run ended but whose answer could not be made."""
+    return _tool_response(
+        call,
+        workflow_answers.error_result(
+            f"Workflow {call.tool.name!r} ran (run {run_id}), but its answer could not be "
+            f"made: {why}. The run is in the history (get_run); change the workflow so that "
+            "it returns a value that can be answered.",
+            run_id=run_id,
+        ),
+    )
 
 
 def _progress(call: WorkflowCall, node: NodeFinished) -> Message:
@@ -170,6 +189,8 @@ async def follow(call: WorkflowCall, threads: Threads) -> AsyncIterator[Message]
                     started = event
                 elif isinstance(event, RunWaiting):
                     waiting = event
+                elif event.unshaped:
+                    response = _unanswerable(call, event.outcome.run_id, event.unshaped)
                 else:
                     response = event.shaped
         yield response
