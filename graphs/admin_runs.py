@@ -15,7 +15,7 @@ from django.utils.html import format_html
 from django.utils.timezone import localtime
 
 from graphs import selectors
-from graphs.admin_display import DrawingMedia, drawing_html, json_html, yaml_html
+from graphs.admin_display import DrawingMedia, drawing_html, run_payload_html
 from graphs.drawing import draw_graph
 from graphs.models import NodeExecution, Run
 from graphs.pages.display import duration, step_links
@@ -70,11 +70,13 @@ class NodeExecutionInline(admin.TabularInline):
 
     @admin.display(description="detail")
     def detail_json(self, row: NodeExecution) -> str:
-        return "—" if row.detail is None else yaml_html(row.detail)
+        if row.detail is None:
+            return "—"
+        return run_payload_html(row.detail, row.run_id, f"detail-{row.index}", as_yaml=True)
 
     @admin.display(description="output")
     def output_json(self, row: NodeExecution) -> str:
-        return json_html(row.output)
+        return run_payload_html(row.output, row.run_id, f"output-{row.index}")
 
 
 class RunAdmin(admin.ModelAdmin):
@@ -180,8 +182,8 @@ class RunAdmin(admin.ModelAdmin):
 
     @admin.display(description="arguments")
     def arguments_json(self, run: Run) -> str:
-        return json_html(run.arguments)
+        return run_payload_html(run.arguments, run.pk, "arguments")
 
     @admin.display(description="result")
     def result_json(self, run: Run) -> str:
-        return json_html(run.result)
+        return run_payload_html(run.result, run.pk, "result")

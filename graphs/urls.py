@@ -10,5 +10,6 @@ urlpatterns = [
     path("runs/", views.run_list, name="run_list"),
     path("runs/<int:run_id>/", views.run_detail, name="run_detail"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
+    path("runs/<int:run_id>/payloads/<str:part>.json", views.run_payload, name="run_payload"),
     path("workflows/", views.workflow_list, name="workflows"),
 ]

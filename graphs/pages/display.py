@@ -4,10 +4,11 @@ of the timeline. Plain functions, so the pages' formatting is tested without a r
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from graphs.nesting import deeper_than
 from graphs.payloads import TRUNCATED_KEY
 from graphs.selectors import Step, StepPages
 
@@ -15,21 +16,66 @@ from graphs.selectors import Step, StepPages
 MIN_BAR_PERCENT = 0.4
 
 
+# What a page shows of its payloads (issue 25, item 14). Pretty-printed, JSON indents every
+# line by two spaces a level: 18 KB of nested arrays in one call's arguments, shown in each
+# step that saw them, made a 65 MB run page. A payload is shown whole only when it nests at
+# most SHOWN_DEPTH levels and its text fits in SHOWN_CHARS and in what is left of the page's
+# PAGE_CHARS; otherwise its first PREVIEW_CHARS characters, and a link to download it whole.
+# A page's payloads so take at most PAGE_CHARS + PREVIEW_CHARS each (before HTML escaping).
+SHOWN_DEPTH = 20
+SHOWN_CHARS = 20_000
+PREVIEW_CHARS = 2_000
+PAGE_CHARS = 500_000
+
+
 @dataclass(frozen=True)
 class Payload:
-    """A JSON value as text to show; `truncated` when the history kept only a preview."""
+    """A JSON value as text to show. `truncated`: the history kept only a preview of it,
+    `bytes` long. `clipped`: this page shows only the start of it, whose whole text is
+    `chars` long (a link downloads it whole)."""
 
     text: str
     truncated: bool = False
     bytes: int = 0
+    clipped: bool = False
+    chars: int = 0
 
 
-def payload(value: Any) -> Payload:
-    """The value pretty-printed, or the preview of a payload stored over the size cap."""
-    if isinstance(value, dict) and value.get(TRUNCATED_KEY) is True:
-        preview = str(value.get("preview", ""))
-        return Payload(preview, truncated=True, bytes=int(value.get("bytes") or 0))
-    return Payload(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+def _text(value: Any) -> tuple[str, bool]:
+    """A value as JSON text, and whether only a preview of that text may be shown:
+    pretty-printed within SHOWN_DEPTH levels, else on one line (its indentation would grow
+    with the square of its depth)."""
+    if not deeper_than(value, SHOWN_DEPTH):
+        return json.dumps(value, indent=2, ensure_ascii=False, default=str), False
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str), True
+    except RecursionError:  # a row stored before values were cut to a depth on the way in
+        return f"(nested deeper than {SHOWN_DEPTH} levels: download it to read it)", True
+
+
+class PageBudget:
+    """The characters of payloads a page still shows whole: one per rendered page, spent by
+    `show` as its payloads are rendered, in order."""
+
+    def __init__(self, chars: int = PAGE_CHARS) -> None:
+        self.left = chars
+
+    def show(self, value: Any) -> Payload:
+        """The value as the page shows it: pretty-printed whole, or its start when it is too
+        deep or too long for what is left (`clipped`); a payload stored over the size cap
+        shows the preview the history kept (`truncated`)."""
+        stored = Payload("")
+        if isinstance(value, dict) and value.get(TRUNCATED_KEY) is True:
+            text, too_deep = str(value.get("preview", "")), False
+            stored = Payload("", truncated=True, bytes=int(value.get("bytes") or 0))
+        else:
+            text, too_deep = _text(value)
+        if not too_deep and len(text) <= min(SHOWN_CHARS, self.left):
+            self.left -= len(text)
+            return replace(stored, text=text)
+        preview = text[:PREVIEW_CHARS]
+        self.left = max(self.left - len(preview), 0)
+        return replace(stored, text=preview, clipped=True, chars=len(text))
 
 
 def duration(milliseconds: float | None) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -20,7 +21,8 @@ from django.views.decorators.http import require_POST
 from graphs import control, selectors
 from graphs.drawing import draw_graph
 from graphs.models import Run
-from graphs.pages.display import step_link, step_links, timeline
+from graphs.pages import downloads
+from graphs.pages.display import PageBudget, step_link, step_links, timeline
 from graphs.pages.forms import RunFilterForm, step_start
 from graphs.tracing import trace_url
 
@@ -119,6 +121,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             # Nodes run more than once (loops) get their iteration numbers shown.
             "looping": path.looping,
             "rows": timeline(steps, now=timezone.now()),
+            # What the page's payloads may still take (graphs/pages/display.py).
+            "payload_budget": PageBudget(),
             "pages": pages,
             **step_links(pages),
             "refresh_seconds": REFRESH_SECONDS if in_progress else 0,
@@ -134,6 +138,20 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "nav": "runs",
         },
     )
+
+
+@staff_required
+def run_payload(request: HttpRequest, run_id: int, part: str) -> HttpResponse:
+    """One payload of a run whole, as a JSON file: where a page's preview of it links."""
+    try:
+        value = downloads.run_payload(run_id=run_id, part=part)
+    except downloads.NoSuchPayload:
+        raise Http404(f"Run {run_id} has no {part}; it may have been deleted.") from None
+    response = HttpResponse(
+        json.dumps(value, ensure_ascii=False), content_type="application/json; charset=utf-8"
+    )
+    response["Content-Disposition"] = f'attachment; filename="run-{run_id}-{part}.json"'
+    return response
 
 
 @require_POST

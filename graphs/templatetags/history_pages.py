@@ -13,9 +13,12 @@ from html import escape
 from typing import Any
 
 from django import template
+from django.template import Context
+from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
 from graphs.pages import display
+from graphs.pages.downloads import input_part
 
 register = template.Library()
 
@@ -41,24 +44,50 @@ def _details(
     )
 
 
-def _payload(value: Any, label: str, element_id: str, *, is_open: bool = False) -> str:
-    shown = display.payload(value)
+def _payload(
+    budget: display.PageBudget,
+    value: Any,
+    label: str,
+    element_id: str,
+    download: tuple[int, str],
+    *,
+    is_open: bool = False,
+) -> str:
+    shown = budget.show(value)
     flag = f"truncated: {shown.bytes} bytes, only the start was kept" if shown.truncated else ""
-    return _details(element_id, label, f"<pre>{_e(shown.text)}</pre>", is_open=is_open, flag=flag)
+    body = f"<pre>{_e(shown.text)}</pre>"
+    if shown.clipped:
+        href = reverse("graphs:run_payload", args=download)
+        body += (
+            f'<p class="clipped">The first {len(shown.text):,} of {shown.chars:,} characters. '
+            f'<a href="{_e(href)}" download>Download the whole JSON</a></p>'
+        )
+    return _details(element_id, label, body, is_open=is_open, flag=flag)
 
 
-@register.simple_tag
-def payload(value: Any, label: str, element_id: str, is_open: bool = False) -> SafeString:
-    """A collapsible JSON block; its id lets the page's refresh keep it open. A payload
-    stored over the size cap says so and shows the start that was kept."""
-    return mark_safe(_payload(value, label, element_id, is_open=is_open))
+@register.simple_tag(takes_context=True)
+def payload(
+    context: Context, value: Any, label: str, element_id: str, part: str, is_open: bool = False
+) -> SafeString:
+    """A collapsible JSON block of the run's `part` (arguments, result); its id lets the
+    page's refresh keep it open. A payload stored over the size cap says so and shows the
+    start that was kept; one too deep or long for the page shows its start and a link to
+    download it whole."""
+    download = (context["run"].pk, part)
+    budget = context["payload_budget"]
+    return mark_safe(_payload(budget, value, label, element_id, download, is_open=is_open))
 
 
-@register.simple_tag
-def timeline_step(row: display.TimelineRow, looping: Collection[str]) -> SafeString:
+@register.simple_tag(takes_context=True)
+def timeline_step(
+    context: Context, row: display.TimelineRow, looping: Collection[str]
+) -> SafeString:
     """One node execution: its head, its duration as a bar on the run's time axis, its
-    error, and its input, what it evaluated and its output, folded."""
+    error, and its input, what it evaluated and its output, folded (within the page's
+    budget for payloads)."""
+    budget = context["payload_budget"]
     execution = row.step.execution
+    run_id = execution.run_id
     index = execution.index
     evaluated = row.evaluated
     running = execution.status == "running"
@@ -80,14 +109,16 @@ def timeline_step(row: display.TimelineRow, looping: Collection[str]) -> SafeStr
         head.append('<span class="flag">truncated</span>')
     head.append(f'<span class="took">{took}</span>')
 
-    blocks = [_payload(row.step.input, "Input", f"in-{index}")]
+    blocks = [_payload(budget, row.step.input, "Input", f"in-{index}", (run_id, input_part(index)))]
     if evaluated.is_expression:
         body = f'<pre class="expr">{_e(evaluated.value)}</pre>'
         blocks.append(_details(f"eval-{index}", evaluated.label, body))
     elif evaluated.label:
-        blocks.append(_payload(evaluated.value, evaluated.label, f"eval-{index}"))
+        detail = (run_id, f"detail-{index}")
+        blocks.append(_payload(budget, evaluated.value, evaluated.label, f"eval-{index}", detail))
     if execution.status != "running":
-        blocks.append(_payload(execution.output, "Output", f"out-{index}"))
+        output = (run_id, f"output-{index}")
+        blocks.append(_payload(budget, execution.output, "Output", f"out-{index}", output))
     error = f'<pre class="step-error">{_e(execution.error)}</pre>' if execution.error else ""
     started = execution.started_at.strftime("%H:%M:%S.%f")
     return mark_safe(
