@@ -324,6 +324,17 @@ if not 8 <= MCP_MAX_JSON_DEPTH <= 100:
         f"MCP_MAX_JSON_DEPTH={MCP_MAX_JSON_DEPTH} must be between 8 (a tool call's own levels) "
         "and 100 (the deepest value answered or kept in the history)."
     )
+# Calls of the tools that read whole definitions (validate_workflow, create_workflow,
+# update_workflow, publish_workflow, test_workflow), and any /mcp body over 64 KB, run on
+# MCP_DOCUMENT_THREADS threads of their own, at most MCP_DOCUMENT_CALLS_PER_CALLER of one key's
+# at once (the rest wait their turn, holding no thread): knowledge calls never wait for them.
+MCP_DOCUMENT_THREADS = env_int("MCP_DOCUMENT_THREADS", 2)
+MCP_DOCUMENT_CALLS_PER_CALLER = env_int("MCP_DOCUMENT_CALLS_PER_CALLER", 1)
+if MCP_DOCUMENT_THREADS < 1 or MCP_DOCUMENT_CALLS_PER_CALLER < 1:
+    raise ImproperlyConfigured(
+        "MCP_DOCUMENT_THREADS and MCP_DOCUMENT_CALLS_PER_CALLER must be 1 or more: with 0, no "
+        "definition could be validated or saved."
+    )
 
 # A downstream MCP tool's result larger than this (JSON bytes) fails the call, with a message
 # naming this setting, rather than being copied into the run (docs/providers.md, "Faults").

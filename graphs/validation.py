@@ -32,9 +32,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphs.engine import DefinitionError, load_yaml
+from graphs.engine.loading import Counted, DefinitionTooLarge
 from graphs.engine.problems import Problem, error, warning
 from graphs.engine.servers import parse_server, too_many_servers
-from graphs.engine.validation import LimitCeiling, ToolSchema, validate_document
+from graphs.engine.validation import (
+    MAX_ITEMS,
+    MAX_NODES,
+    LimitCeiling,
+    ToolSchema,
+    validate_document,
+)
 
 # The very rules import binds servers by (private there: they are its implementation), so
 # that what validation calls a registered provider is what an import will bind.
@@ -51,6 +58,8 @@ from nodespecs.providers import provider_reused
 
 #: The largest definition read, as YAML or JSON text, in bytes (what an import reads).
 MAX_DEFINITION_BYTES = 1_000_000
+# What text may hold, counted as it is read: what validation reads of a document.
+_COUNTED = Counted(values=MAX_ITEMS, nodes=MAX_NODES)
 
 
 @dataclass(frozen=True)
@@ -106,7 +115,9 @@ def read_definition(definition: Any) -> dict[str, Any] | Problem:
                 (),
             )
         try:
-            definition = load_yaml(definition, max_bytes=MAX_DEFINITION_BYTES)
+            definition = load_yaml(definition, max_bytes=MAX_DEFINITION_BYTES, counted=_COUNTED)
+        except DefinitionTooLarge as exc:  # counted as read, before anything was built
+            return error("definition_too_large", str(exc), ())
         except DefinitionError as exc:  # malformed, tags, alias bombs, too deep
             return error(
                 "yaml_unreadable",

@@ -8,12 +8,18 @@ to `admission.handle_request` (in the event loop when it needs no database and i
 not grow with what the caller sends, else on a small pool of worker threads), and write the
 answer or the event stream. The legacy HTTP+SSE transport (`sse.py`) goes through the same
 steps.
+
+Requests that read whole workflow definitions (`_reads_documents`) have threads of their own,
+and one key has at most MCP_DOCUMENT_CALLS_PER_CALLER of them at once: eight loops of
+validate_workflow on a 718 KB definition once held every request thread, and another key's
+get_node_details waited 10 s (issue 25, item 10).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import hashlib
 import logging
 import re
 import threading
@@ -28,9 +34,11 @@ from django.conf import settings
 from django.core.exceptions import SynchronousOnlyOperation
 from django.db import close_old_connections
 
+from graphs.direct_turns import CallerShares
 from graphs.follow import Threads
 from graphs.toolset import refresh_workflow_tools, workflow_tools
 from mcp_endpoint import admission, event_stream, http_messages, sse, telemetry
+from mcp_endpoint.auth import presented_key
 from mcp_endpoint.tools import TOOLS
 from nodespecs.registry import refresh_registry
 
@@ -45,6 +53,14 @@ _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcp")
 # Direct-mode workflow runs, each holding its thread while its nodes call out: apart from
 # `_POOL`, so that long runs never keep other requests waiting.
 _RUNS = ThreadPoolExecutor(max_workers=settings.GRAPHS_DIRECT_RUN_THREADS, thread_name_prefix="run")
+# Requests that read whole definitions, apart from `_POOL` so that knowledge calls never wait
+# behind them; each key's take their turns (`_DOCUMENT_TURNS`) before they take a thread.
+_DOCUMENTS = ThreadPoolExecutor(
+    max_workers=settings.MCP_DOCUMENT_THREADS, thread_name_prefix="documents"
+)
+_DOCUMENT_TURNS = CallerShares()
+# A body this large is a document, whatever it calls (a knowledge call's fits in a few KB).
+DOCUMENT_BODY_BYTES = 64 * 1024
 _RECYCLE_SECONDS = 30.0
 _local = threading.local()
 # Requests answered in the event loop run in this one context: Django keeps its cache
@@ -139,7 +155,59 @@ async def _run(
         arguments, answer = {**arguments, "admitted": exc.caller}, None
     if answer is not None:
         return answer
+    if _reads_documents(body):
+        return await _in_document_turn(
+            _holder(headers, arguments), partial(_work, arguments, handler)
+        )
     return await asyncio.get_running_loop().run_in_executor(_POOL, _work, arguments, handler)
+
+
+def _reads_documents(body: bytes | None) -> bool:
+    """Whether a request's work may grow with a document it carries: a body over
+    DOCUMENT_BODY_BYTES, a call of a tool that reads definitions, or a body over
+    INLINE_BODY_BYTES whose tool names cannot be read in its bytes (an escape in it). Errs
+    towards yes: a wrong yes makes a call wait for its key's turn, a wrong no lets one
+    caller's documents hold the threads that every other caller's requests need."""
+    if body is None:
+        return False  # refused by its size, unread
+    if len(body) > DOCUMENT_BODY_BYTES or (len(body) > INLINE_BODY_BYTES and b"\\" in body):
+        return True
+    if b"tools/call" not in body:
+        return False
+    names = [name.decode("utf-8", "replace") for name in _TOOL_NAME.findall(body)]
+    return any(TOOLS[name].reads_documents for name in names if name in TOOLS)
+
+
+def _holder(headers: dict[str, str], arguments: dict[str, Any]) -> str:
+    """Whose turn a request takes: its key's (hashed: the key is not kept), or, without one,
+    its client address's."""
+    raw = presented_key(headers)
+    if raw is None:
+        return "address:" + str(arguments.get("client_address", ""))
+    return "key:" + hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+
+async def _in_document_turn(holder: str, work: Callable[[], Result]) -> Result:
+    """Do `work` on a document thread once `holder` has a place among its
+    MCP_DOCUMENT_CALLS_PER_CALLER: a call past them waits, holding no thread."""
+    turn = _DOCUMENT_TURNS.claim(holder, settings.MCP_DOCUMENT_CALLS_PER_CALLER)
+    if turn is not None:
+        await _DOCUMENT_TURNS.wait(holder, turn)
+
+    def in_place() -> Result:
+        # The thread gives the place back when the work is done, not this task: the place is
+        # taken for as long as the thread works, whoever stops waiting for it.
+        try:
+            return work()
+        finally:
+            _DOCUMENT_TURNS.give_back(holder)
+
+    try:
+        working = asyncio.get_running_loop().run_in_executor(_DOCUMENTS, in_place)
+    except BaseException:
+        _DOCUMENT_TURNS.give_back(holder)
+        raise
+    return await asyncio.shield(working)
 
 
 def _in_loop(

@@ -293,6 +293,7 @@ BUILDER_TOOLS: tuple[ToolDefinition, ...] = (
         handler=_refusals_answered(_test),
         # Its unmocked nodes call their servers for real, whose effects are unknown here.
         writes=True,
+        reads_documents=True,
     ),
     ToolDefinition(
         name="validate_workflow",
@@ -316,6 +317,7 @@ BUILDER_TOOLS: tuple[ToolDefinition, ...] = (
         },
         handler=_validate,
         scope="tools:read",
+        reads_documents=True,
     ),
     ToolDefinition(
         name="create_workflow",
@@ -330,6 +332,7 @@ BUILDER_TOOLS: tuple[ToolDefinition, ...] = (
         handler=_refusals_answered(_create),
         scope="workflows:write",
         writes=True,
+        reads_documents=True,
     ),
     ToolDefinition(
         name="update_workflow",
@@ -345,6 +348,7 @@ BUILDER_TOOLS: tuple[ToolDefinition, ...] = (
         handler=_refusals_answered(_update),
         scope="workflows:write",
         writes=True,
+        reads_documents=True,
     ),
     ToolDefinition(
         name="publish_workflow",
@@ -359,6 +363,7 @@ BUILDER_TOOLS: tuple[ToolDefinition, ...] = (
         handler=_refusals_answered(_publish),
         scope="workflows:publish",
         writes=True,
+        reads_documents=True,
     ),
     ToolDefinition(
         name="get_workflow",

@@ -84,6 +84,9 @@ class ToolDefinition:
     scope: str = "tools:execute"
     # Changes something (a workflow), rather than only reading: for the tool's annotations.
     writes: bool = False
+    # Reads a whole workflow definition, whose work grows with it: its calls run on threads of
+    # their own, a few of one key's at a time (mcp_endpoint/asgi.py).
+    reads_documents: bool = False
 
     def input_schema(self) -> dict[str, Any]:
         return _input_schema(self.arguments)

@@ -14,6 +14,7 @@ import time
 import pytest
 from django.db import connection
 
+from bench.hostile_inputs import HOSTILE_FILE, nested_text
 from graphs.files import graph_import
 from graphs.models import Run
 from graphs.nesting import TRUNCATED_KEY
@@ -33,12 +34,11 @@ from tests.mcp_endpoint.runs_helpers import RUNS, add_run
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.django_db(transaction=True)]
 
-# A workflow that answers what it is given, one whose result nests `levels` deep (built in a
-# loop: no request could carry it), both with an output schema (so the answer is structured).
-GRAPHS = """
+# A workflow that answers what it is given, with an output schema (so the answer is
+# structured).
+ECHO = """
 version: "1.0"
 server: {name: "deep", version: "1.0.0"}
-executionLimits: {maxNodeExecutions: 1000}
 tools:
   - name: "echo"
     description: "Answers its arguments."
@@ -47,38 +47,15 @@ tools:
     nodes:
       - {id: entry, type: entry, next: exit}
       - {id: exit, type: exit}
-  - name: "burrow"
-    description: "Nests its answer one level deeper per turn of a loop."
-    inputSchema: {type: object, properties: {levels: {type: integer}}}
-    outputSchema: {type: object}
-    nodes:
-      - {id: entry, type: entry, next: wrap}
-      - id: wrap
-        type: transform
-        transform:
-          expr: '{"in": $executionCount("wrap") = 0 ? 1 : $nodeExecution("wrap", -1)}'
-        next: more
-      - id: more
-        type: switch
-        conditions:
-          - rule: {"<": [{var: '$executionCount("wrap")'}, {var: "$.entry.levels"}]}
-            target: wrap
-          - target: done
-      - {id: done, type: transform, transform: {expr: "$.wrap"}, next: exit}
-      - {id: exit, type: exit}
 """
 
 
 @pytest.fixture
 def key() -> str:
-    graph_import(text=GRAPHS, caller=OPERATOR)
+    graph_import(text=ECHO, caller=OPERATOR)
+    # `burrow` nests its result a level deeper per turn of a loop: no request carries it.
+    graph_import(text=HOSTILE_FILE.read_text(), caller=OPERATOR)
     return make_key()
-
-
-def nested_text(depth: int) -> str:
-    """JSON text of `depth` levels of arrays (built as text: json.dumps itself would give up
-    past Python's recursion limit)."""
-    return "[" * depth + "1" + "]" * depth
 
 
 def under_x(text: str) -> str:
