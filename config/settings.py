@@ -335,6 +335,24 @@ if MCP_DOCUMENT_THREADS < 1 or MCP_DOCUMENT_CALLS_PER_CALLER < 1:
         "MCP_DOCUMENT_THREADS and MCP_DOCUMENT_CALLS_PER_CALLER must be 1 or more: with 0, no "
         "definition could be validated or saved."
     )
+# The 2025 sessions (and legacy SSE streams) live in a cache of their own, which other
+# traffic (rate windows, task records, kept results) never evicts them from; one key has at
+# most MCP_SESSIONS_PER_CALLER live sessions, and opening one more ends its oldest.
+MCP_SESSIONS_PER_CALLER = env_int("MCP_SESSIONS_PER_CALLER", 100)
+if MCP_SESSIONS_PER_CALLER < 1:
+    raise ImproperlyConfigured("MCP_SESSIONS_PER_CALLER must be 1 or more: 0 refuses every client.")
+CACHES["sessions"] = (
+    # Redis evicts nothing unless its operator says so (docs/operations.md); the keys are
+    # those sessions had before, so live sessions outlive an upgrade.
+    {**CACHES["default"]}
+    if REDIS_URL
+    # Culled only past a million entries: the per-key cap bounds what one caller holds.
+    else {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "mcp-sessions",
+        "OPTIONS": {"MAX_ENTRIES": 1_000_000},
+    }
+)
 
 # A downstream MCP tool's result larger than this (JSON bytes) fails the call, with a message
 # naming this setting, rather than being copied into the run (docs/providers.md, "Faults").

@@ -1,21 +1,44 @@
-"""Sessions of the 2025 protocol revisions, kept in Django's cache.
+"""Sessions of the 2025 protocol revisions, and the legacy SSE transport's streams, kept in a
+cache of their own (the `sessions` alias of CACHES).
 
 With a shared cache (Redis) any instance serves any session. A session is bound to the
 credential that opened it, so a leaked session id is useless without the key.
+
+Sessions once shared the default cache with rate windows, task records and kept results: on
+the embedded default (local memory, 300 entries) a key sending 400 `initialize` requests
+culled other callers' live sessions (issue 25, item 11). Now nothing else is stored beside
+them, and one caller holds at most MCP_SESSIONS_PER_CALLER: opening one more ends its oldest
+(its later requests are answered 404, saying to start a new one; calls already going on
+finish). So one caller's sessions only ever end its own.
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
+import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import BaseCache, cache, caches
 
 from graphs.control import session_runs_cancel
 
+logger = logging.getLogger(__name__)
+
 _PREFIX = "mcp:session:"
+# The ids of one caller's sessions, oldest first (some may have ended or expired since).
+_OWNER_PREFIX = "mcp:sessions-of:"
+# This process's opens take turns at reading and writing a caller's ids. Across instances
+# sharing Redis two opens at once may leave one id out: that session is not counted against
+# the cap until it expires.
+_opening = threading.Lock()
+
+
+def _store() -> BaseCache:
+    """The cache that holds sessions and streams, and nothing else."""
+    return caches["sessions"]
 
 
 @dataclass
@@ -53,12 +76,31 @@ def session_open(
         client_capabilities=client_capabilities,
         server=server,
     )
-    session_save(session)
+    store, owned = _store(), _OWNER_PREFIX + owner
+    with _opening:
+        live = _alive(store, store.get(owned, []))
+        ended = live[: max(len(live) + 1 - settings.MCP_SESSIONS_PER_CALLER, 0)]
+        if ended:
+            store.delete_many([_PREFIX + session_id for session_id in ended])
+            logger.info(
+                "%s opened more than MCP_SESSIONS_PER_CALLER (%d) sessions: its %d oldest ended",
+                owner,
+                settings.MCP_SESSIONS_PER_CALLER,
+                len(ended),
+            )
+        store.set(owned, [*live[len(ended) :], session.id], timeout=_ttl())
+        session_save(session)
     return session
 
 
+def _alive(store: BaseCache, session_ids: list[str]) -> list[str]:
+    """Those of `session_ids` that have neither ended nor expired, in order."""
+    found = store.get_many([_PREFIX + session_id for session_id in session_ids])
+    return [session_id for session_id in session_ids if _PREFIX + session_id in found]
+
+
 def session_save(session: Session) -> None:
-    cache.set(_PREFIX + session.id, asdict(session), timeout=_ttl())
+    _store().set(_PREFIX + session.id, asdict(session), timeout=_ttl())
 
 
 def session_get(session_id: str, *, owner: str, server: str | None = None) -> Session | None:
@@ -66,7 +108,7 @@ def session_get(session_id: str, *, owner: str, server: str | None = None) -> Se
     `session_open`), or None (unknown, ended, expired, or another endpoint's)."""
     if not session_id or len(session_id) > 128:
         return None
-    data = cache.get(_PREFIX + session_id)
+    data = _store().get(_PREFIX + session_id)
     if data is None or data.get("owner") != owner or data.get("server") != server:
         return None
     return Session(**data)
@@ -77,10 +119,11 @@ def session_end(session_id: str, *, reason: str) -> None:
     nowhere to go (`reason` is recorded on each run)."""
     # Runs first: should that fail, the session is still there for the client to end again.
     session_runs_cancel(session_id=session_id, reason=reason)
-    cache.delete(_PREFIX + session_id)
+    _store().delete(_PREFIX + session_id)
 
 
-# The client's answers to requests the server sent on a call's event stream.
+# The client's answers to requests the server sent on a call's event stream: in the default
+# cache, as any client may send as many as it likes.
 _REPLY_PREFIX = "mcp:reply:"
 REPLY_TTL_SECONDS = 300
 
@@ -111,7 +154,7 @@ _CHANNEL_PREFIX = "mcp:sse:"
 def channel_open(owner: str) -> str:
     """Register a new stream opened by `owner`; its id is 256 random bits."""
     channel_id = secrets.token_urlsafe(32)
-    cache.set(_CHANNEL_PREFIX + channel_id, {"owner": owner, "session": None}, timeout=_ttl())
+    _store().set(_CHANNEL_PREFIX + channel_id, {"owner": owner, "session": None}, timeout=_ttl())
     return channel_id
 
 
@@ -119,7 +162,7 @@ def channel_get(channel_id: str, *, owner: str) -> dict[str, Any] | None:
     """The open stream with this id opened by `owner` (`{"owner", "session"}`), or None."""
     if not channel_id or len(channel_id) > 128:
         return None
-    data = cache.get(_CHANNEL_PREFIX + channel_id)
+    data = _store().get(_CHANNEL_PREFIX + channel_id)
     if data is None or data.get("owner") != owner:
         return None
     return data
@@ -127,15 +170,15 @@ def channel_get(channel_id: str, *, owner: str) -> dict[str, Any] | None:
 
 def channel_bind(channel_id: str, session_id: str) -> None:
     """Record the session that the stream's `initialize` started."""
-    data = cache.get(_CHANNEL_PREFIX + channel_id)
+    data = _store().get(_CHANNEL_PREFIX + channel_id)
     if data is not None:
         data["session"] = session_id
-        cache.set(_CHANNEL_PREFIX + channel_id, data, timeout=_ttl())
+        _store().set(_CHANNEL_PREFIX + channel_id, data, timeout=_ttl())
 
 
 def channel_end(channel_id: str) -> None:
     """Forget a stream that closed, and end its session."""
-    data = cache.get(_CHANNEL_PREFIX + channel_id)
-    cache.delete(_CHANNEL_PREFIX + channel_id)
+    data = _store().get(_CHANNEL_PREFIX + channel_id)
+    _store().delete(_CHANNEL_PREFIX + channel_id)
     if data is not None and data.get("session"):
         session_end(data["session"], reason="The client closed its SSE stream")

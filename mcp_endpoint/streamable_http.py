@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from django.conf import settings
 from mcp import types
 from mcp.shared import inbound as envelope
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
@@ -312,8 +313,10 @@ def _handle_legacy(inbound: Inbound, message: Any) -> Outbound:
         return error_reply(
             404,
             types.INVALID_REQUEST,
-            "Session not found: it ended or expired, or another endpoint opened it (a "
-            "session belongs to /mcp or to one /mcp/<slug>). Start a new one with initialize.",
+            "Session not found: it ended or expired, another endpoint opened it (a session "
+            "belongs to /mcp or to one /mcp/<slug>), or its key has opened more than "
+            f"{settings.MCP_SESSIONS_PER_CALLER} sessions since (MCP_SESSIONS_PER_CALLER: "
+            "the oldest end). Start a new one with initialize.",
         )
     session_headers = {"Mcp-Session-Id": session.id}
     # A supported MCP-Protocol-Version other than the negotiated one is accepted, as the SDK

@@ -12,7 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.core.cache import cache
+from django.core.cache import cache, caches
 from hypothesis import settings as hypothesis_settings
 
 from nodespecs import snapshots
@@ -88,11 +88,14 @@ def _fast_password_hashing(settings):
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
-    """Each test starts with an empty cache, so no registry built by another test is reused."""
+    """Each test starts with an empty cache, so no registry built by another test is reused,
+    and no session (kept in a cache of its own) either."""
     cache.clear()
+    caches["sessions"].clear()
     snapshots.forget_generations()
     yield
     cache.clear()
+    caches["sessions"].clear()
     snapshots.forget_generations()
 
 
