@@ -28,7 +28,7 @@ from graphs.control import session_runs_cancel
 logger = logging.getLogger(__name__)
 
 _PREFIX = "mcp:session:"
-# The ids of one caller's sessions, oldest first (some may have ended or expired since).
+# The ids of one caller's sessions, oldest first (some may have expired since).
 _OWNER_PREFIX = "mcp:sessions-of:"
 # This process's opens take turns at reading and writing a caller's ids. Across instances
 # sharing Redis two opens at once may leave one id out: that session is not counted against
@@ -78,25 +78,20 @@ def session_open(
     )
     store, owned = _store(), _OWNER_PREFIX + owner
     with _opening:
-        live = _alive(store, store.get(owned, []))
-        ended = live[: max(len(live) + 1 - settings.MCP_SESSIONS_PER_CALLER, 0)]
+        # Ids of sessions ended since left the list when they ended (`session_end`); those
+        # that expired are among the oldest, and go first.
+        opened = [*store.get(owned, []), session.id]
+        ended = opened[: max(len(opened) - settings.MCP_SESSIONS_PER_CALLER, 0)]
         if ended:
             store.delete_many([_PREFIX + session_id for session_id in ended])
             logger.info(
-                "%s opened more than MCP_SESSIONS_PER_CALLER (%d) sessions: its %d oldest ended",
+                "%s opened more than MCP_SESSIONS_PER_CALLER (%d) sessions: its oldest ended",
                 owner,
                 settings.MCP_SESSIONS_PER_CALLER,
-                len(ended),
             )
-        store.set(owned, [*live[len(ended) :], session.id], timeout=_ttl())
+        store.set(owned, opened[len(ended) :], timeout=_ttl())
         session_save(session)
     return session
-
-
-def _alive(store: BaseCache, session_ids: list[str]) -> list[str]:
-    """Those of `session_ids` that have neither ended nor expired, in order."""
-    found = store.get_many([_PREFIX + session_id for session_id in session_ids])
-    return [session_id for session_id in session_ids if _PREFIX + session_id in found]
 
 
 def session_save(session: Session) -> None:
@@ -119,7 +114,16 @@ def session_end(session_id: str, *, reason: str) -> None:
     nowhere to go (`reason` is recorded on each run)."""
     # Runs first: should that fail, the session is still there for the client to end again.
     session_runs_cancel(session_id=session_id, reason=reason)
-    _store().delete(_PREFIX + session_id)
+    store = _store()
+    data = store.get(_PREFIX + session_id)
+    store.delete(_PREFIX + session_id)
+    if data is not None:  # it no longer counts against its owner's cap
+        owned = _OWNER_PREFIX + data["owner"]
+        with _opening:
+            opened = store.get(owned, [])
+            if session_id in opened:
+                opened.remove(session_id)
+                store.set(owned, opened, timeout=_ttl())
 
 
 # The client's answers to requests the server sent on a call's event stream: in the default
