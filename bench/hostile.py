@@ -12,9 +12,11 @@ EXECUTION_MODE=direct on SQLite (a file in a temporary folder; `--database-url` 
 PostgreSQL) with the cache in local memory, the start issue 13 was found on. Imports
 bench/graph_files/loop.yaml and bench/graph_files/hostile.yaml.
 
-`--ordinary` clients call, in turn, `get_node_types` and the workflow `sum_to_n` (n=3), each
-answer checked, with a 10 s timeout; `--hostile` clients meanwhile send, in turn, the worst
-case of each class of issue 13:
+`--ordinary` clients call, in turn, `get_node_types`, the workflow `sum_to_n` (n=3) and
+`get_node_details`, and one more pings, one every 50 ms, each of 100 2025 sessions opened
+before the warm-up in turn (each idle 5 s between its pings), every answer checked, with a
+10 s timeout, with a key of their own; `--hostile` clients meanwhile send, in turn, with
+other keys, the worst case of each class of issue 13:
 
 - `regex_on_input`: a workflow applying `/^(a+)+$/` to 10,000 x "a" + "!" from the caller;
 - `regex_constant`: `$match("a" x 36 + "!", /(a+)+$/)`, which once held the process for
@@ -23,7 +25,16 @@ case of each class of issue 13:
 - `search_at_cap`: the longest query `search_nodes` accepts (`--search-chars`);
 - `endless_loop`: a loop stopped by its `maxNodeExecutions`, 10,000 node executions, the
   default ceiling (GRAPHS_MAX_NODE_EXECUTIONS_CEILING);
-- `rest_body`: a 3 MB body to `POST /api/v1/mcp/invoke`; `mcp_body`: a 2 MB body to `/mcp`.
+- `rest_body`: a 3 MB body to `POST /api/v1/mcp/invoke`; `mcp_body`: a 2 MB body to `/mcp`;
+
+and of issue 25's bounds at admission:
+
+- `validation_flood`: `validate_workflow` of 660 KB, 6,000 nodes (under the byte limit);
+- `validation_at_cap`: `validate_workflow` of 1,990 nodes, read and checked whole;
+- `session_flood`: 50 `initialize` in a row by a key with only `health:check` (each opens a
+  session);
+- `nested_arguments`: a workflow call whose arguments nest 1,000 levels;
+- `nested_result`: `burrow`, whose result nests 300 levels (built by a loop).
 
 A hostile call may be answered or refused (a tool error, a JSON-RPC error, a 413): either is
 fine, and the table says which with the first words of the answer. A 5xx, a dropped
@@ -39,8 +50,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -56,10 +69,23 @@ if str(ROOT) not in sys.path:  # run as a script: make `bench` importable
 
 import httpx2  # noqa: E402
 
-from bench.cluster import Cluster, Services, keep_logs_on_failure, prepare, stop_on_sigterm  # noqa: E402
+from bench.cluster import (  # noqa: E402
+    Cluster,
+    Services,
+    keep_logs_on_failure,
+    prepare,
+    production_env,
+    stop_on_sigterm,
+)
+from bench.hostile_inputs import (  # noqa: E402
+    HOSTILE_FILE,
+    initialize_text,
+    many_nodes,
+    nested_text,
+    tool_call_text,
+)
 from bench.queued import (  # noqa: E402
     GRAPH_FILE,
-    META,
     MODERN,
     Agent,
     CallFailed,
@@ -72,8 +98,7 @@ from bench.queued import (  # noqa: E402
     workflow_call,
 )
 
-HOSTILE_FILE = ROOT / "bench" / "graph_files" / "hostile.yaml"
-ORDINARY = ("get_node_types", "sum_to_n")
+ORDINARY = ("get_node_types", "sum_to_n", "get_node_details", "session_ping")
 HOSTILE = (
     "regex_on_input",
     "regex_constant",
@@ -82,7 +107,23 @@ HOSTILE = (
     "endless_loop",
     "rest_body",
     "mcp_body",
+    "validation_flood",
+    "validation_at_cap",
+    "session_flood",
+    "nested_arguments",
+    "nested_result",
 )
+# Sent in turn by the ordinary clients; besides them, the ordinary callers' sessions (2025
+# revisions), opened before the warm-up, are pinged one at a time, each idle for seconds
+# between its pings, as an agent's session is while its model thinks (a session in use is
+# the last a full local-memory cache culls).
+DRIVEN = ("get_node_types", "sum_to_n", "get_node_details")
+ORDINARY_SESSIONS = 100
+SESSION_PING_SECONDS = 0.05
+# Sessions one `session_flood` call opens, one after another (the issue's key opened 400 in
+# 9 s).
+SESSIONS_PER_FLOOD = 50
+NODE_DETAILS = {"nodes": [{"node_type": "ACTION", "subtype": "HTTP_REQUEST"}]}
 ORDINARY_TIMEOUT_SECONDS = 10.0
 HOSTILE_TIMEOUT_SECONDS = 60.0
 
@@ -102,12 +143,24 @@ class Outcome:
     failed: bool = False
 
 
-class Hostile:
-    """Sends the hostile kinds, each built once."""
+@dataclass(frozen=True)
+class HostileRequest:
+    """One hostile kind's request, built once: where it goes, what it sends, and as whom."""
 
-    def __init__(self, key: str, url: str, search_chars: int) -> None:
+    path: str
+    body: bytes
+    headers: dict[str, str]
+    # Sent this many times in a row, as one call (its answer the last one's).
+    repeat: int = 1
+
+
+class Hostile:
+    """Sends the hostile kinds, each built once: as `key`, but the session flood as
+    `sessions_key` (a key with only health:check)."""
+
+    def __init__(self, key: str, sessions_key: str, url: str, search_chars: int) -> None:
         self.url = url
-        self.headers = {
+        modern = {
             "Authorization": f"Bearer {key}",
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
@@ -116,49 +169,59 @@ class Hostile:
         self.http = httpx2.AsyncClient(timeout=HOSTILE_TIMEOUT_SECONDS)
         # Long words that stemming has work to do on, as many as fit under the cap.
         at_cap = distinct_words(search_chars, "connection{}ing")[:search_chars].rsplit(" ", 1)[0]
-        self.bodies: dict[str, tuple[str, bytes]] = {
-            "regex_on_input": self._call("regex_on_input", {"x": "a" * 10_000 + "!"}),
-            "regex_constant": self._call("regex_constant", {}),
-            "search_huge": self._call("search_nodes", {"query": distinct_words(120_000)}),
-            "search_at_cap": self._call("search_nodes", {"query": at_cap}),
-            "endless_loop": self._call("endless_loop", {}),
-            "rest_body": (
+
+        def call(name: str, arguments: dict[str, Any] | str) -> HostileRequest:
+            text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+            headers = {**modern, "Mcp-Method": "tools/call", "Mcp-Name": name}
+            return HostileRequest("/mcp", tool_call_text(name, text).encode(), headers)
+
+        self.requests: dict[str, HostileRequest] = {
+            "regex_on_input": call("regex_on_input", {"x": "a" * 10_000 + "!"}),
+            "regex_constant": call("regex_constant", {}),
+            "search_huge": call("search_nodes", {"query": distinct_words(120_000)}),
+            "search_at_cap": call("search_nodes", {"query": at_cap}),
+            "endless_loop": call("endless_loop", {}),
+            "rest_body": HostileRequest(
                 "/api/v1/mcp/invoke",
                 json.dumps(
                     {"name": "search_nodes", "arguments": {"query": "a" * 3_000_000}}
                 ).encode(),
+                modern,
             ),
-            "mcp_body": self._call("search_nodes", {"query": "a" * 2_000_000}),
+            "mcp_body": call("search_nodes", {"query": "a" * 2_000_000}),
+            "validation_flood": call("validate_workflow", {"definition": many_nodes(6000)}),
+            "validation_at_cap": call("validate_workflow", {"definition": many_nodes(1990)}),
+            "session_flood": HostileRequest(
+                "/mcp",
+                initialize_text().encode(),
+                {
+                    "Authorization": f"Bearer {sessions_key}",
+                    "Content-Type": "application/json",
+                    "Accept": "application/json, text/event-stream",
+                },
+                repeat=SESSIONS_PER_FLOOD,
+            ),
+            "nested_arguments": call("burrow", '{"levels":1,"x":' + nested_text(1000) + "}"),
+            "nested_result": call("burrow", {"levels": 300}),
         }
-
-    @staticmethod
-    def _call(name: str, arguments: dict[str, Any]) -> tuple[str, bytes]:
-        body = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "tools/call",
-            "params": {"name": name, "arguments": arguments, "_meta": META},
-        }
-        return "/mcp", json.dumps(body).encode()
 
     async def send(self, kind: str) -> Outcome:
         """One hostile call of `kind`, classified."""
-        path, body = self.bodies[kind]
-        headers = dict(self.headers)
-        if path == "/mcp":
-            headers.update(
-                {"Mcp-Method": "tools/call", "Mcp-Name": json.loads(body)["params"]["name"]}
-            )
+        request = self.requests[kind]
         started = time.perf_counter()
-        try:
-            response = await self.http.post(self.url + path, content=body, headers=headers)
-        except httpx2.HTTPError as exc:
-            return Outcome(
-                kind, time.perf_counter() - started, f"no answer: {type(exc).__name__}", True
-            )
+        for _ in range(request.repeat):
+            try:
+                response = await self.http.post(
+                    self.url + request.path, content=request.body, headers=request.headers
+                )
+            except httpx2.HTTPError as exc:
+                return Outcome(
+                    kind, time.perf_counter() - started, f"no answer: {type(exc).__name__}", True
+                )
+            if response.status_code >= 500:
+                seconds = time.perf_counter() - started
+                return Outcome(kind, seconds, f"HTTP {response.status_code}", True)
         seconds = time.perf_counter() - started
-        if response.status_code >= 500:
-            return Outcome(kind, seconds, f"HTTP {response.status_code}", True)
         return Outcome(kind, seconds, f"HTTP {response.status_code}: {_gist(response)}")
 
     async def close(self) -> None:
@@ -175,6 +238,11 @@ def _gist(response: httpx2.Response) -> str:
         error = message["error"]
         return str(error.get("message") if isinstance(error, dict) else error)[:80]
     result = message.get("result") or {}
+    problems = (result.get("structuredContent") or {}).get("problems")
+    if problems:  # validate_workflow's answer: the first problem's code
+        return f"problems: {problems[0].get('code')}"
+    if "protocolVersion" in result:
+        return "a session opened"
     content = result.get("content") or [{}]
     prefix = "tool error: " if result.get("isError") else ""
     return prefix + str(content[0].get("text", result))[:80]
@@ -206,36 +274,52 @@ class HostileResult:
         return found
 
 
+@dataclass(frozen=True)
+class Keys:
+    """The ordinary callers' key, and the hostile callers' two (one with only health:check)."""
+
+    ordinary: str
+    hostile: str
+    sessions: str
+
+
 async def run_hostile(
-    cluster: Cluster, key: str, *, kinds: list[str], duration: float, warmup: float,
+    cluster: Cluster, keys: Keys, *, kinds: list[str], duration: float, warmup: float,
     ordinary: int, hostile: int, search_chars: int,
 ) -> HostileResult:  # fmt: skip
     """Warm up with ordinary traffic, then both kinds of callers for `duration` seconds."""
     url = cluster.urls[0]
-    agent = Agent(key, ordinary)
+    agent = Agent(keys.ordinary, ordinary)
     agent.http.timeout = httpx2.Timeout(ORDINARY_TIMEOUT_SECONDS)
-    attacker = Hostile(key, url, search_chars)
+    attacker = Hostile(keys.hostile, keys.sessions, url, search_chars)
     result = HostileResult()
+    sessions = [await _open_session(agent, url) for _ in range(ORDINARY_SESSIONS)]
 
     def ordinary_send(index: int) -> Awaitable[Sample]:
-        kind = ORDINARY[index % len(ORDINARY)]
+        kind = DRIVEN[index % len(DRIVEN)]
+        request_id = f"o{index}"
         if kind == "sum_to_n":
-            return timed(kind, workflow_call(agent, url, f"o{index}", 3))
-        return timed(kind, _node_types(agent, url, f"o{index}"))
+            return timed(kind, workflow_call(agent, url, request_id, 3))
+        if kind == "get_node_details":
+            return timed(kind, _node_details(agent, url, request_id))
+        return timed(kind, _node_types(agent, url, request_id))
 
     try:
         # Both kinds of callers: each path has run and the process has its working set.
         warm_until = time.monotonic() + warmup
         await asyncio.gather(
             drive(ordinary_send, concurrency=ordinary, total=10**9, until=warm_until),
+            _session_pings(agent, url, sessions, warm_until),
             _hostile_clients(attacker, kinds, hostile, warm_until),
         )
         result.rss_start_kib = cluster.rss_kib()["web-1"]
         until = time.monotonic() + duration
         started = time.perf_counter()
         ordinary_run = drive(ordinary_send, concurrency=ordinary, total=10**9, until=until)
+        pings = _session_pings(agent, url, sessions, until)
         hostile_run = _hostile_clients(attacker, kinds, hostile, until)
-        (result.ordinary, _), result.hostile = await asyncio.gather(ordinary_run, hostile_run)
+        (driven, _), pinged, result.hostile = await asyncio.gather(ordinary_run, pings, hostile_run)
+        result.ordinary = driven + pinged
         result.seconds = time.perf_counter() - started
         result.rss_end_kib = cluster.rss_kib()["web-1"]
     finally:
@@ -250,6 +334,72 @@ async def _node_types(agent: Agent, url: str, request_id: str) -> None:
     )
     if "TRIGGER" not in json.dumps(found):
         raise CallFailed(f"get_node_types: no TRIGGER in {str(found)[:200]}")
+
+
+async def _node_details(agent: Agent, url: str, request_id: str) -> None:
+    found = await agent.request(
+        url, "tools/call", {"name": "get_node_details", "arguments": NODE_DETAILS}, request_id
+    )
+    if "HTTP_REQUEST" not in json.dumps(found):
+        raise CallFailed(f"get_node_details: no HTTP_REQUEST in {str(found)[:200]}")
+
+
+def _legacy_headers(agent: Agent) -> dict[str, str]:
+    """The agent's headers for the 2025 revisions: no version header before initialize."""
+    return {name: value for name, value in agent.headers.items() if name != "MCP-Protocol-Version"}
+
+
+async def _open_session(agent: Agent, url: str) -> str:
+    """A 2025 session of the ordinary callers' key: its id."""
+    response = await agent.http.post(
+        f"{url}/mcp", content=initialize_text("ordinary"), headers=_legacy_headers(agent)
+    )
+    if response.status_code != 200 or "Mcp-Session-Id" not in response.headers:
+        raise CallFailed(f"initialize: HTTP {response.status_code}: {response.text[:200]}")
+    return response.headers["Mcp-Session-Id"]
+
+
+async def _session_pings(agent: Agent, url: str, sessions: list[str], until: float) -> list[Sample]:
+    """Ping the sessions in turn, one every SESSION_PING_SECONDS, until `until`."""
+    samples = []
+    for session_id in itertools.cycle(sessions):
+        if time.monotonic() >= until:
+            break
+        samples.append(await timed("session_ping", _session_ping(agent, url, session_id)))
+        await asyncio.sleep(SESSION_PING_SECONDS)
+    return samples
+
+
+async def _session_ping(agent: Agent, url: str, session_id: str) -> None:
+    """A ping in a live session; a 404 (the session was lost) fails it."""
+    headers = {**_legacy_headers(agent), "Mcp-Session-Id": session_id}
+    try:
+        response = await agent.http.post(
+            f"{url}/mcp", content=b'{"jsonrpc":"2.0","id":1,"method":"ping"}', headers=headers
+        )
+    except httpx2.HTTPError as exc:
+        raise CallFailed(f"ping: {exc.__class__.__name__}: {exc}") from None
+    if response.status_code != 200:
+        raise CallFailed(f"ping in a session: HTTP {response.status_code}: {response.text[:200]}")
+
+
+def hostile_keys(services: Services) -> tuple[str, str]:
+    """Two keys for the hostile callers, each with a rate limit that never refuses: one that
+    may build and call (tools:read, tools:execute, workflows:write), one with only
+    health:check (it may open sessions, as any authenticated caller may)."""
+    made = []
+    for name, scopes in (
+        ("hostile", "tools:read,tools:execute,workflows:write"),
+        ("sessions", "health:check"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "manage.py", "create_api_key", "--name", name, "--scopes", scopes,
+             "--rate-limit", "1000000000"],
+            cwd=ROOT, env=production_env(services, "direct"), capture_output=True, text=True,
+            timeout=120, check=True,
+        )  # fmt: skip
+        made.append(done.stdout.strip().splitlines()[-1].strip())
+    return made[0], made[1]
 
 
 async def _hostile_clients(
@@ -331,13 +481,15 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="bench-hostile-"))
     services = Services(options.database_url or f"sqlite:///{workdir / 'db.sqlite3'}", "", "")
     with keep_logs_on_failure(workdir):
-        key = prepare(services, [GRAPH_FILE, HOSTILE_FILE], mode="direct")
+        keys = Keys(
+            prepare(services, [GRAPH_FILE, HOSTILE_FILE], mode="direct"), *hostile_keys(services)
+        )
         with Cluster(
             services, workdir, webs=1, workers=0, mode="direct", name="hostile"
         ) as cluster:
             result = asyncio.run(
                 run_hostile(
-                    cluster, key, kinds=kinds, duration=options.duration, warmup=options.warmup,
+                    cluster, keys, kinds=kinds, duration=options.duration, warmup=options.warmup,
                     ordinary=options.ordinary, hostile=options.hostile,
                     search_chars=options.search_chars,
                 )
