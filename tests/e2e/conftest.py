@@ -57,6 +57,13 @@ def _manage(env: dict[str, str], *args: str) -> str:
     return result.stdout
 
 
+def create_key(server: LiveServer, name: str, scopes: str, *options: str) -> str:
+    """A new API key of the live server with `scopes` (comma-separated); `options` are more
+    `create_api_key` options (e.g. "--rate-limit", "100000")."""
+    made = _manage(server.env, "create_api_key", "--name", name, "--scopes", scopes, *options)
+    return made.strip().splitlines()[-1]
+
+
 def start_server(tmp: Path, **settings: str) -> Iterator[LiveServer]:
     """Migrate, load the catalog, create keys, start uvicorn; stop it afterwards. A given
     DATABASE_URL is used as it is (several servers may share one)."""

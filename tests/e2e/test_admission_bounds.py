@@ -26,7 +26,7 @@ from bench.hostile_inputs import (
     nested_text,
     tool_call_text,
 )
-from tests.e2e.conftest import LiveServer, _manage, start_server
+from tests.e2e.conftest import LiveServer, _manage, create_key, start_server
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -40,20 +40,6 @@ def server(tmp_path_factory) -> Iterator[LiveServer]:
         # `burrow` nests its result a level deeper per turn of a loop: no request carries it.
         _manage(live.env, "import_graph", str(HOSTILE_FILE))
         yield live
-
-
-def new_key(server: LiveServer, name: str, scopes: str) -> str:
-    made = _manage(
-        server.env,
-        "create_api_key",
-        "--name",
-        name,
-        "--scopes",
-        scopes,
-        "--rate-limit",
-        "1000000",
-    )
-    return made.strip().splitlines()[-1]
 
 
 def modern_headers(key: str, name: str) -> dict[str, str]:
@@ -86,7 +72,7 @@ def flood_answer(status: int, message: dict) -> str:
 
 
 def test_a_validation_flood_does_not_slow_another_keys_knowledge_calls(server):
-    flooder = new_key(server, "flooder", "tools:read,workflows:write")
+    flooder = create_key(server, "flooder", "tools:read,workflows:write", "--rate-limit", "1000000")
     # 660 KB of 6,000 nodes (refused while read), and 1,990 nodes validated whole (0.6 s).
     documents = [json.dumps({"definition": many_nodes(count)}) for count in (6000, 1990)]
     details = json.dumps({"nodes": [{"node_type": "ACTION", "subtype": "HTTP_REQUEST"}]})
@@ -134,7 +120,7 @@ def test_a_validation_flood_does_not_slow_another_keys_knowledge_calls(server):
 
 
 def test_a_flood_of_sessions_leaves_another_callers_sessions_live(server):
-    flooder = new_key(server, "sessions", "health:check")
+    flooder = create_key(server, "sessions", "health:check", "--rate-limit", "1000000")
 
     async def scenario() -> tuple[list[int], list[int]]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}

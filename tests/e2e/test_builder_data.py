@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import LiveServer, _manage, start_server
+from tests.e2e.conftest import LiveServer, _manage, create_key, start_server
 from tests.e2e.test_mcp_client import connect, run
 from tests.witnesses import database_rows
 
@@ -79,10 +79,6 @@ def _closed_port() -> int:
         return sock.getsockname()[1]
 
 
-def _key(server: LiveServer, name: str, scopes: str) -> str:
-    return _manage(server.env, "create_api_key", "--name", name, "--scopes", scopes).split()[-1]
-
-
 @pytest.fixture(scope="module")
 def data_server(tmp_path_factory) -> Iterator[tuple[LiveServer, dict[str, str]]]:
     tmp = tmp_path_factory.mktemp("data")
@@ -92,9 +88,9 @@ def data_server(tmp_path_factory) -> Iterator[tuple[LiveServer, dict[str, str]]]
     for server in start_server(Path(tmp / "server")):
         _manage(server.env, "import_graph", str(graph))
         keys = {
-            "a": _key(server, "alice", BUILDER_SCOPES),
-            "b": _key(server, "mallory", BUILDER_SCOPES),
-            "reader": _key(server, "auditor", BUILDER_SCOPES + ",runs:read"),
+            "a": create_key(server, "alice", BUILDER_SCOPES),
+            "b": create_key(server, "mallory", BUILDER_SCOPES),
+            "reader": create_key(server, "auditor", BUILDER_SCOPES + ",runs:read"),
         }
         yield server, keys
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import LiveServer, _manage, start_server
+from tests.e2e.conftest import LiveServer, create_key, start_server
 from tests.e2e.test_mcp_client import connect, run
 from tests.witnesses import Listener
 
@@ -67,11 +67,7 @@ def egress_server(tmp_path_factory) -> Iterator[tuple[LiveServer, str, Path]]:
         SWITCHYARD_TEST_DNS=str(answer),
         EGRESS_ALLOWED_NETWORKS="127.0.0.2/32",
     ):
-        builder = (
-            _manage(server.env, "create_api_key", "--name", "agent", "--scopes", BUILDER_SCOPES)
-            .strip()
-            .splitlines()[-1]
-        )
+        builder = create_key(server, "agent", BUILDER_SCOPES)
         yield server, builder, answer
 
 

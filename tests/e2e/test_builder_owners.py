@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import ROOT, LiveServer, _manage, start_server
+from tests.e2e.conftest import ROOT, LiveServer, _manage, create_key, start_server
 from tests.e2e.test_mcp_client import connect, run
 from tests.witnesses import Listener, database_rows
 
@@ -86,11 +86,7 @@ def owned_server(tmp_path_factory) -> Iterator[tuple[LiveServer, str, Listener, 
         tmp / "server", EGRESS_ALLOWED_NETWORKS="127.0.0.0/8", BUILDER_MAX_DECLARED_SERVERS="5"
     ):
         _manage(server.env, "import_graph", str(graph))
-        hostile = (
-            _manage(server.env, "create_api_key", "--name", "agent", "--scopes", HOSTILE_SCOPES)
-            .strip()
-            .splitlines()[-1]
-        )
+        hostile = create_key(server, "agent", HOSTILE_SCOPES)
         yield server, hostile, listener, tmp
     listener.close()
 
@@ -203,11 +199,7 @@ def test_a_declared_server_never_enters_the_catalog(owned_server):
 
 def test_a_key_probing_many_addresses_registers_no_more_than_its_limit(owned_server):
     server, _, listener, _ = owned_server
-    prober = (
-        _manage(server.env, "create_api_key", "--name", "prober", "--scopes", HOSTILE_SCOPES)
-        .strip()
-        .splitlines()[-1]
-    )
+    prober = create_key(server, "prober", HOSTILE_SCOPES)
 
     async def scenario():
         async with connect(server, "auto", key=prober, timeout=30) as agent:

@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.e2e.conftest import LiveServer, _manage, start_server
+from tests.e2e.conftest import LiveServer, _manage, create_key, start_server
 from tests.e2e.test_mcp_client import connect, run
 from tests.peers import echo_http_server
 
@@ -62,19 +62,8 @@ def server(tmp_path_factory) -> Iterator[LiveServer]:
         yield live
 
 
-def agent_key(server: LiveServer, name: str) -> str:
-    """A builder's key (drafts and tests, no publishing), its rate limit out of the way."""
-    made = _manage(
-        server.env,
-        "create_api_key",
-        "--name",
-        name,
-        "--scopes",
-        "tools:read,tools:execute,workflows:write",
-        "--rate-limit",
-        "100000",
-    )
-    return made.strip().splitlines()[-1]
+# A builder's key: drafts and tests, no publishing.
+AGENT_SCOPES = "tools:read,tools:execute,workflows:write"
 
 
 def calling_itself(server: LiveServer, name: str, key: str) -> dict[str, Any]:
@@ -161,7 +150,7 @@ async def create(server: LiveServer, key: str, definition: dict[str, Any]) -> No
 def test_a_draft_that_tests_itself_through_the_server_is_refused_at_once_naming_the_chain(
     server,
 ):
-    key = agent_key(server, "recursive-agent")
+    key = create_key(server, "recursive-agent", AGENT_SCOPES, "--rate-limit", "100000")
 
     async def scenario() -> tuple[float, Any]:
         await create(server, key, calling_itself(server, "self_tester", key))
@@ -186,7 +175,7 @@ def test_a_draft_that_tests_itself_through_the_server_is_refused_at_once_naming_
 
 
 def test_while_an_agent_loops_self_calls_another_callers_short_workflow_stays_fast(server):
-    key = agent_key(server, "looping-agent")
+    key = create_key(server, "looping-agent", AGENT_SCOPES, "--rate-limit", "100000")
     busy_seconds = 8.0
 
     async def scenario() -> tuple[list[float], list[str]]:
@@ -249,7 +238,7 @@ def most_at_once(runs: list[dict[str, Any]]) -> int:
 def test_one_key_holds_at_most_its_share_of_the_run_threads_and_others_start_at_once(
     server, monkeypatch
 ):
-    key = agent_key(server, "greedy-agent")
+    key = create_key(server, "greedy-agent", AGENT_SCOPES, "--rate-limit", "100000")
     monkeypatch.setenv("ECHO_SERVER_TOOLS", "echo,sleep")
     hostile_calls = 6
 
@@ -296,7 +285,7 @@ def test_one_key_holds_at_most_its_share_of_the_run_threads_and_others_start_at_
 
 def test_the_refusal_tells_a_deep_chain_from_a_cycle(server):
     """Two drafts calling each other through the server: the second call back is the cycle."""
-    key = agent_key(server, "pair-agent")
+    key = create_key(server, "pair-agent", AGENT_SCOPES, "--rate-limit", "100000")
 
     def calling(name: str, other: str) -> dict[str, Any]:
         definition = calling_itself(server, name, key)
