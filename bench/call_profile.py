@@ -5,10 +5,12 @@
 
 Needs PostgreSQL (DATABASE_URL, default postgresql://postgres@127.0.0.1:5432/switchyard_profile,
 created if missing) and, for count_files, the filesystem server the install script caches
-(`bash .ci/install-mcp-peers.sh`). Runs `graphs.runs.workflow_call` in this process, with the
+(`bash .ci/install-mcp-peers.sh`). Runs `graphs.execution.runs.workflow_call` in this process, with
+the
 history written as in production, and times each SQL statement (Django's `execute_wrapper`),
-the engine (`graphs.runs.execute`), the batched rows (`recorder.write_rows`) and downstream
-calls (`mcp_client.call_tool`). Prints the call's p50 and each part's median per call; what
+the engine (`graphs.execution.runs.execute`), the batched rows (`recorder.write_rows`) and
+downstream
+calls (`client.call_tool`). Prints the call's p50 and each part's median per call; what
 the parts do not cover is Python around them (docs/benchmarks.md, "where a short call's time
 goes").
 """
@@ -70,13 +72,13 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import connection
 
-    from graphs import recorder
-    from graphs import runs as runs_module
-    from graphs.files import graph_import
-    from graphs.runs import RunRequest, workflow_call
-    from graphs.toolset import workflow_tools
-    from nodespecs import mcp_client
+    from graphs.authoring.files import graph_import
+    from graphs.execution import recorder
+    from graphs.execution import runs as runs_module
+    from graphs.execution.runs import RunRequest, workflow_call
+    from graphs.execution.toolset import workflow_tools
     from nodespecs.audit import caller_command
+    from nodespecs.downstream import client
 
     spent: dict[str, list[float]] = collections.defaultdict(list)
 
@@ -109,7 +111,7 @@ def main() -> None:
         )
         timed(runs_module, "execute", "engine (its rows' writes and downstream calls included)")
         timed(recorder, "write_rows", "COPY of finished rows")
-        timed(mcp_client, "call_tool", "downstream call")
+        timed(client, "call_tool", "downstream call")
         for _ in range(20):
             workflow_call(request)
         spent.clear()
@@ -119,7 +121,7 @@ def main() -> None:
                 started = time.perf_counter()
                 workflow_call(request)
                 totals.append((time.perf_counter() - started) * 1000)
-        mcp_client.close_all()
+        client.close_all()
     print(f"{options.workflow}: workflow_call p50 {statistics.median(totals):.2f} ms")
     for label, samples in spent.items():
         per_call = len(samples) / options.calls

@@ -421,7 +421,7 @@ def bench_spawn(command: list[str], directory: Path, calls: int) -> list[str]:
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    from nodespecs import mcp_client
+    from nodespecs.downstream import client as mcp_client
 
     connection = mcp_client.Connection(
         name="filesystem",

@@ -17,7 +17,7 @@ template), without network or HTTP parsing; DEBUG=false. Pages:
 - run detail of a run with 200 node executions.
 
 The peer, measured alternately in the same run, is the Django admin's read-only Run pages
-(`graphs/admin_runs.py`) on the same rows: its changelist with the same status filter (it
+(`graphs/admin/runs.py`) on the same rows: its changelist with the same status filter (it
 cannot filter by workflow), the page at the same depth (`?p=`, OFFSET pagination, 100 a page), and
 its change page of the same run (200 inline rows). Ratios are ours / admin in time (below 1:
 we are faster). Each page's query count is reported from one request. Target (issue 5):
@@ -50,8 +50,8 @@ from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext, override_settings  # noqa: E402
 
+from graphs.history.selectors import Cursor  # noqa: E402
 from graphs.models import Run  # noqa: E402
-from graphs.selectors import Cursor  # noqa: E402
 
 # The admin's list of runs shows this many a page (Django's default).
 ADMIN_PAGE_SIZE = 100

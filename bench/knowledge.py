@@ -80,7 +80,7 @@ def synthetic_documents(
 
 def reference_serialize(document: dict[str, Any]) -> dict[str, Any]:
     """The seed-000 peer: build the response from the stored spec on every call."""
-    from nodespecs.serialization import serialize_spec
+    from nodespecs.knowledge.serialization import serialize_spec
 
     return serialize_spec(document)
 
@@ -114,7 +114,7 @@ def per_call_us(function: Callable[[], Any], rounds: int) -> float:
 def measure(
     label: str, documents: list[dict[str, Any]], rounds: int
 ) -> list[tuple[str, str, float, float]]:
-    from nodespecs import knowledge
+    from nodespecs.knowledge import service as knowledge
 
     one = [{"node_type": documents[0]["node_type"], "subtype": documents[0]["subtype"]}]
     ten = [
@@ -170,9 +170,9 @@ def main() -> None:
     django.setup()
     from django.core.management import call_command
 
-    from nodespecs.catalog import load_builtin_catalog
+    from nodespecs.knowledge.catalog import load_builtin_catalog
+    from nodespecs.knowledge.registry import catalog_changed, current_registry
     from nodespecs.models import DOCUMENT_FIELDS, NodeSpec
-    from nodespecs.registry import catalog_changed, current_registry
 
     call_command("migrate", verbosity=0)
     load_builtin_catalog()

@@ -2,8 +2,8 @@
 
 An `MCPServer` (the SDK v2 high-level server, formerly FastMCP) with one tool,
 `get_node_details`, answering from the same catalog as Switchyard: the built-in spec files
-are parsed by our own loader and served from an in-memory `nodespecs.registry.Registry`
-through `nodespecs.knowledge.get_node_details` (no database). Served by uvicorn through the
+are parsed by our own loader and served from an in-memory `nodespecs.knowledge.registry.Registry`
+through `nodespecs.knowledge.service.get_node_details` (no database). Served by uvicorn through the
 SDK's streamable HTTP app, with JSON responses (as Switchyard answers):
 
     .venv/bin/uvicorn bench.sdk_peer_server:app --host 127.0.0.1 --port 8801 --workers 2
@@ -32,11 +32,11 @@ django.setup()
 
 from mcp.server.mcpserver import MCPServer  # noqa: E402
 
-from mcp_endpoint.tools import TOOLS  # noqa: E402
-from nodespecs import knowledge  # noqa: E402
-from nodespecs.catalog import read_builtin_catalog  # noqa: E402
-from nodespecs.registry import Registry  # noqa: E402
-from nodespecs.specformat import dump_spec_document  # noqa: E402
+from mcp_endpoint.features.tools import TOOLS  # noqa: E402
+from nodespecs.knowledge import service as knowledge  # noqa: E402
+from nodespecs.knowledge.catalog import read_builtin_catalog  # noqa: E402
+from nodespecs.knowledge.registry import Registry  # noqa: E402
+from nodespecs.knowledge.specformat import dump_spec_document  # noqa: E402
 
 STATELESS = os.environ.get("SDK_PEER_STATELESS", "true").strip().lower() in {"1", "true", "yes"}
 

@@ -8,12 +8,13 @@ In one process, three variants of the same code, interleaved round by round (A B
 so that drift of a shared machine hits them alike:
 
 - `bare`: the instrumentation taken out: the protocol core's untraced body (`core._answer`)
-  and, in `graphs.runs`, `traced_run` and `current_trace_id` replaced by no-ops;
+  and, in `graphs.execution.runs`, `traced_run` and `current_trace_id` replaced by no-ops;
 - `off`: the code as it ships with `OTEL_TRACES_EXPORTER=none` (no SDK TracerProvider);
 - `on`: tracing on, the SDK's TracerProvider with a BatchSpanProcessor whose exporter drops
   the spans (what a process pays before the network).
 
-Each measures µs per call of three requests through `mcp_endpoint.core.execute` (2026-07-28):
+Each measures µs per call of three requests through `mcp_endpoint.protocol.core.execute`
+(2026-07-28):
 `tools/list` (a cached answer: the core's overhead shows most there), `tools/call
 get_node_details`, and `tools/call sum_to_n` with n iterations (a direct run recorded in the
 history, `bench/graph_files/loop.yaml`), followed to its answer. The table gives the median
@@ -67,7 +68,7 @@ def setup_django(workdir: Path) -> None:
 
     call_command("migrate", verbosity=0)
     call_command("load_node_specs", verbosity=0)
-    from graphs.files import graph_import
+    from graphs.authoring.files import graph_import
     from nodespecs.audit import caller_command
 
     text = (ROOT / "bench" / "graph_files" / "loop.yaml").read_text()
@@ -76,9 +77,9 @@ def setup_django(workdir: Path) -> None:
 
 @contextmanager
 def bare_runs() -> Iterator[None]:
-    """graphs.runs without its tracing: what the code was before it."""
-    import graphs.runs as runs
-    from graphs.tracing import RunTrace
+    """graphs.execution.runs without its tracing: what the code was before it."""
+    import graphs.execution.runs as runs
+    from graphs.execution.tracing import RunTrace
 
     @contextmanager
     def untraced(run: Any, recorder: Any) -> Iterator[RunTrace]:
@@ -130,9 +131,9 @@ def requests(n: int) -> dict[str, tuple[str, dict[str, Any]]]:
 
 
 def caller_and_threads() -> tuple[Any, Any]:
-    from graphs.follow import Threads
-    from mcp_endpoint.core import Caller
+    from graphs.execution.follow import Threads
     from mcp_endpoint.models import Scope
+    from mcp_endpoint.protocol.core import Caller
 
     # One thread for the blocking work, as under Django (event_stream.REQUEST_THREADS).
     pool = ThreadPoolExecutor(max_workers=1)
@@ -145,7 +146,7 @@ def caller_and_threads() -> tuple[Any, Any]:
 
 
 def one_call(method: str, params: dict[str, Any], answer: Callable[..., Any]) -> None:
-    from mcp_endpoint.core import MODERN_VERSION, context_for
+    from mcp_endpoint.protocol.core import MODERN_VERSION, context_for
 
     caller, threads = CALLER_AND_THREADS
     context = context_for(MODERN_VERSION, params, request_id=1)
@@ -170,8 +171,8 @@ def main() -> None:
     setup_django(workdir)
     global CALLER_AND_THREADS
     CALLER_AND_THREADS = caller_and_threads()
-    from graphs import tracing
-    from mcp_endpoint import core
+    from graphs.execution import tracing
+    from mcp_endpoint.protocol import core
 
     assert not tracing.enabled()
     install_sdk()

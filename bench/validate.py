@@ -1,6 +1,6 @@
 """Benchmark of validate_workflow: `python bench/validate.py [--nodes 50] [--runs 200]`.
 
-Measures one call of `graphs.validation.validate_workflow` (YAML text in, report out:
+Measures one call of `graphs.authoring.validation.validate_workflow` (YAML text in, report out:
 reading the YAML, the registry's providers and TOOL specs from the database, every check)
 on a definition of `--nodes` nodes: an entry, then groups of an `mcp` node calling a tool of a
 registered provider (its specs from the database), a transform building an object from the
@@ -211,11 +211,11 @@ def main() -> None:
     from django.core.management import call_command
     from mcp.types import Tool
 
+    from graphs.authoring.validation import validate_workflow
     from graphs.engine import parse_definition
-    from graphs.validation import validate_workflow
     from nodespecs.audit import Caller
     from nodespecs.models import NodeSpec, Provider
-    from nodespecs.tool_specs import tool_document
+    from nodespecs.providers.tool_specs import tool_document
 
     call_command("migrate", verbosity=0)
     provider = Provider.objects.create(

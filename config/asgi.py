@@ -1,6 +1,7 @@
 """ASGI entry point: `uvicorn config.asgi:application`.
 
-`/mcp` and each workflow group's `/mcp/<slug>` go to the lean MCP app (mcp_endpoint/asgi.py),
+`/mcp` and each workflow group's `/mcp/<slug>` go to the lean MCP app
+(mcp_endpoint/transports/asgi.py),
 the legacy HTTP+SSE transport's `/sse` and `/messages` to its sibling; everything else to
 Django, with its body bounded.
 """
@@ -22,8 +23,8 @@ django_application = get_asgi_application()
 # beside two long runs. 1 ms costs the long runs little and the short ones much less.
 sys.setswitchinterval(0.001)
 
-from mcp_endpoint.asgi import mcp_app, sse_app  # noqa: E402  (needs Django set up first)
-from mcp_endpoint.sse import MESSAGES_PATH, STREAM_PATH  # noqa: E402
+from mcp_endpoint.transports.asgi import mcp_app, sse_app  # noqa: E402  (needs Django set up first)
+from mcp_endpoint.transports.sse import MESSAGES_PATH, STREAM_PATH  # noqa: E402
 
 LEGACY_SSE_PATHS = (STREAM_PATH, MESSAGES_PATH)
 # `/mcp/<slug>`: the MCP server of one workflow group (its graph file).

@@ -101,7 +101,7 @@ INSTALLED_APPS = [
     "nodespecs",
     "graphs",
     "mcp_endpoint",
-    # The spec admin's structured editor (nodespecs/forms.py): its template and its React
+    # The spec admin's structured editor (nodespecs/admin/forms.py): its template and its React
     # bundle, served from the package's static files.
     "django_jsonform",
 ]
@@ -116,7 +116,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Times and records each REST request (/api/...); other paths pass through untouched.
-    "mcp_endpoint.telemetry.RestTelemetryMiddleware",
+    "mcp_endpoint.observability.telemetry.RestTelemetryMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -317,7 +317,8 @@ if MCP_ANONYMOUS_SCOPES and not DEBUG:
 
 # Issue 25, items 10, 11 and 13: bounds at admission (docs/operations.md, "Bounds at admission").
 # Every request's params nest at most this many levels of arrays and objects (a -32602 error,
-# or a 422 over REST, names it); answers and the history keep at most 100 (graphs/nesting.py).
+# or a 422 over REST, names it); answers and the history keep at most 100
+# (graphs/execution/nesting.py).
 MCP_MAX_JSON_DEPTH = env_int("MCP_MAX_JSON_DEPTH", 64)
 if not 8 <= MCP_MAX_JSON_DEPTH <= 100:
     raise ImproperlyConfigured(
@@ -361,16 +362,18 @@ MCP_CLIENT_MAX_RESULT_BYTES = int(os.environ.get("MCP_CLIENT_MAX_RESULT_BYTES", 
 # The only commands a stdio MCP server (a provider, a graph file's mcpServers entry) may run,
 # comma-separated, compared exactly as written (`npx`, `/opt/mcp/bin/files`); empty: any
 # command a superuser registers. Applies to superusers too, and to providers saved before it
-# was set, which then refuse to start (nodespecs/process_rights.py, docs/providers.md).
+# was set, which then refuse to start (nodespecs/downstream/process_rights.py, docs/providers.md).
 PROVIDER_ALLOWED_COMMANDS = env_list("PROVIDER_ALLOWED_COMMANDS", "")
 
-# Issue 24, parts 1-2 (nodespecs/builder_access.py): the registered providers any builder's
+# Issue 24, parts 1-2 (nodespecs/providers/builder_access.py): the registered providers any
+# builder's
 # key may call in its drafts, by name, besides those opened in the admin (default: none, so a
 # new provider is the operators' alone); and how many servers of its own one key may declare.
 PROVIDERS_OPEN_TO_BUILDERS = env_list("PROVIDERS_OPEN_TO_BUILDERS", "")
 BUILDER_MAX_DECLARED_SERVERS = int(os.environ.get("BUILDER_MAX_DECLARED_SERVERS", "20"))
 
-# Issue 24, part 3 (egress policy, nodespecs/egress.py): a server an agent names in a workflow
+# Issue 24, part 3 (egress policy, nodespecs/downstream/egress.py): a server an agent names in a
+# workflow
 # is reached only at public addresses, judged after DNS on every connection. An operator may
 # exempt networks (comma-separated CIDRs, e.g. 10.20.0.0/16,fd12::/64), and refuse plain http.
 EGRESS_ALLOWED_NETWORKS = env_list("EGRESS_ALLOWED_NETWORKS", "")
@@ -395,7 +398,8 @@ KNOWLEDGE_MAX_QUERY_TERMS = env_int("KNOWLEDGE_MAX_QUERY_TERMS", 100)
 # A node's input, output or a run's result larger than this (JSON bytes) is stored as a marked
 # preview in the history, never silently dropped.
 GRAPHS_MAX_PAYLOAD_BYTES = int(os.environ.get("GRAPHS_MAX_PAYLOAD_BYTES", str(256 * 1024)))
-# The highest executionLimits any workflow may set (graphs/limits.py): a save or import above
+# The highest executionLimits any workflow may set (graphs/authoring/limits.py): a save or import
+# above
 # either is refused naming it, and a workflow stored above one runs capped at it. A run writes
 # a history row per node execution and the engine keeps each output for the history
 # functions, so 10,000 (ten times the default maxNodeExecutions of 1,000) bounds both a run's
@@ -458,7 +462,8 @@ GRAPHS_RUN_WAIT_SECONDS = env_seconds("GRAPHS_RUN_WAIT_SECONDS", 120)
 # thread while its nodes call out); calls beyond it wait for a thread.
 GRAPHS_DIRECT_RUN_THREADS = int(os.environ.get("GRAPHS_DIRECT_RUN_THREADS", "16"))
 
-# Issue 24, part 4 (no recursion; graphs/lineage.py, graphs/direct_turns.py): a workflow call
+# Issue 24, part 4 (no recursion; graphs/execution/lineage.py, graphs/execution/direct_turns.py): a
+# workflow call
 # that comes back through other workflows' calls is refused when the chain of runs, the
 # called one included, would be deeper than GRAPHS_MAX_CALL_DEPTH (a cycle always is); and
 # one caller has at most GRAPHS_RUN_THREADS_PER_CALLER of the direct-run threads at once
@@ -525,7 +530,7 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # Traces (docs/operations.md, "Traces") are configured by the standard OTEL_* variables
-# (graphs/tracing.py). The run page links a run's trace id to the operator's trace viewer
+# (graphs/execution/tracing.py). The run page links a run's trace id to the operator's trace viewer
 # through this URL, e.g. http://jaeger.internal:16686/trace/{trace_id}; empty: no link.
 TRACE_URL_TEMPLATE = os.environ.get("TRACE_URL_TEMPLATE", "").strip()
 if TRACE_URL_TEMPLATE and "{trace_id}" not in TRACE_URL_TEMPLATE:
@@ -537,13 +542,14 @@ if TRACE_URL_TEMPLATE and "{trace_id}" not in TRACE_URL_TEMPLATE:
 # Issue 25, items 12, 15 and 16: what callers may store and label, and whose address counts.
 # The proxies trusted to write X-Forwarded-For: the variable uvicorn reads for
 # --forwarded-allow-ips, read here too. Empty (the default): no proxy, and a request carrying
-# the header matches no address allow-list (mcp_endpoint/client_addresses.py).
+# the header matches no address allow-list (mcp_endpoint/access/client_addresses.py).
 FORWARDED_ALLOW_IPS = os.environ.get("FORWARDED_ALLOW_IPS", "").strip()
 # Metric labels bounded by construction: of the published workflows, the
 # METRICS_WORKFLOW_LABELS oldest are labelled by name in /metrics, the others as "other"
-# (graphs/telemetry.py); the servers agents declare are one provider label, "declared".
+# (graphs/execution/telemetry.py); the servers agents declare are one provider label, "declared".
 METRICS_WORKFLOW_LABELS = env_count("METRICS_WORKFLOW_LABELS", 100)
-# Version history (graphs/version_storage.py): a workflow keeps at most this many versions,
+# Version history (graphs/authoring/version_storage.py): a workflow keeps at most this many
+# versions,
 # its oldest drafts pruned past it (never a published one, nor one a run points at), and an
 # API key stores at most this many bytes of versions a day (UTC; 0: no bound).
 GRAPHS_MAX_VERSIONS_PER_WORKFLOW = env_count("GRAPHS_MAX_VERSIONS_PER_WORKFLOW", 50)

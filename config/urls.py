@@ -6,8 +6,8 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from mcp_endpoint import views as mcp_views
-from mcp_endpoint.api import api
+from mcp_endpoint.rest.api import api
+from mcp_endpoint.transports import views as mcp_views
 
 
 def favicon(request: HttpRequest) -> HttpResponseRedirect:

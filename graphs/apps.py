@@ -9,6 +9,6 @@ class GraphsConfig(AppConfig):
     def ready(self) -> None:
         """Install the OpenTelemetry exporters the `OTEL_*` environment asks for, in every
         process that loads the apps (web servers, Celery workers, commands)."""
-        from graphs import tracing
+        from graphs.execution import tracing
 
         tracing.configure()

@@ -2,7 +2,8 @@
 
 A `Workflow` is what authors edit; every change to it is frozen into a `WorkflowVersion`, and
 a `Run` points at the version it ran, so history always shows the graph that actually ran.
-`Run` and `NodeExecution` rows are written as the run happens (graphs/recorder.py), so a crash
+`Run` and `NodeExecution` rows are written as the run happens (graphs/execution/recorder.py), so a
+crash
 leaves the history up to the crash.
 """
 
@@ -21,7 +22,7 @@ class WorkflowGroup(models.Model):
     Each group is an MCP server of its own at `/mcp/<slug>` (docs/mcp.md)."""
 
     name = models.CharField(max_length=200, unique=True)
-    # Chosen from the name when the group is created and kept after (graphs.services
+    # Chosen from the name when the group is created and kept after (graphs.authoring.services
     # `group_save`), so a renamed group's endpoint does not move under its clients.
     slug = models.SlugField(
         max_length=60,
@@ -33,7 +34,7 @@ class WorkflowGroup(models.Model):
     title = models.CharField(max_length=200, blank=True)
     instructions = models.TextField(blank=True)
     # Who may change and publish the group's workflows through the API, besides keys with
-    # workflows:admin (graphs/rights.py). A group without owners is the operators' alone.
+    # workflows:admin (graphs/authoring/rights.py). A group without owners is the operators' alone.
     owners = models.ManyToManyField(
         settings.AUTH_USER_MODEL,
         blank=True,
@@ -57,7 +58,8 @@ class WorkflowGroup(models.Model):
 
 
 class Workflow(models.Model):
-    """One MCP tool backed by a graph. Saved only through `graphs.services.workflow_save`."""
+    """One MCP tool backed by a graph. Saved only through
+    `graphs.authoring.services.workflow_save`."""
 
     group = models.ForeignKey(WorkflowGroup, on_delete=models.PROTECT, related_name="workflows")
     name = models.CharField(
@@ -105,7 +107,7 @@ class WorkflowVersion(Revision):
 
     A version is a draft until it is published (`published_at`); the workflow serves the one
     its `current_version` names. Saving in the admin or importing a file publishes at once;
-    agents save drafts, test them and publish one (graphs/drafts.py)."""
+    agents save drafts, test them and publish one (graphs/authoring/drafts.py)."""
 
     class Status(models.TextChoices):
         DRAFT = "draft", "Draft"
@@ -172,12 +174,14 @@ class Run(models.Model):
     # mocked mcp nodes' answers by node id (CallToolResult JSON), fixed when it is created.
     is_test = models.BooleanField(default=False)
     mocks = models.JSONField(null=True, blank=True)
-    # Execution (graphs/liveness.py): which process runs it, its last sign of life, and why
+    # Execution (graphs/execution/liveness.py): which process runs it, its last sign of life, and
+    # why
     # someone asked to stop it (non-empty: cancellation requested).
     worker = models.CharField(max_length=200, blank=True, help_text="host:pid running it.")
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     cancel_reason = models.CharField(max_length=500, blank=True)
-    # Recovery by the reaper (graphs/reaper.py). While a run is queued, `heartbeat_at` is when
+    # Recovery by the reaper (graphs/execution/reaper.py). While a run is queued, `heartbeat_at` is
+    # when
     # it was last sent to the workers (null: when it was created).
     resends = models.PositiveSmallIntegerField(
         default=0, help_text="Times sent to the workers again because none had started it."
@@ -196,16 +200,18 @@ class Run(models.Model):
     )
     node_count = models.PositiveIntegerField(default=0)
     truncated = models.BooleanField(default=False)
-    # The OpenTelemetry trace the run belongs to (32 hex digits; graphs/tracing.py), empty
+    # The OpenTelemetry trace the run belongs to (32 hex digits; graphs/execution/tracing.py), empty
     # when the server does not trace: the run page shows it and links to TRACE_URL_TEMPLATE.
     trace_id = models.CharField(max_length=32, blank=True)
     # The W3C `traceparent` of the span the run was started under (the request's), so that a
     # run the reaper sends again continues the same trace under it.
     trace_parent = models.CharField(max_length=55, blank=True)
-    # The workflow runs whose calls led to this one, as `workflow/run` hops (graphs/lineage.py);
+    # The workflow runs whose calls led to this one, as `workflow/run` hops
+    # (graphs/execution/lineage.py);
     # empty for a call from outside. The run's own MCP calls carry it on, with the run added.
     lineage = models.JSONField(default=list, blank=True)
-    # Set by `graphs.runs` from the same clock reading as `started_at` for a run that starts
+    # Set by `graphs.execution.runs` from the same clock reading as `started_at` for a run that
+    # starts
     # at once: auto_now_add would read the clock again, after it, on saving.
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -259,7 +265,7 @@ class NodeExecution(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["run", "index"], name="unique_node_execution")
         ]
-        # A run's path (graphs/selectors.py, `run_path`) is read as the first and last
+        # A run's path (graphs/history/selectors.py, `run_path`) is read as the first and last
         # execution of each node: a seek in this index each, whatever the run's length.
         indexes = [models.Index(fields=["run", "node_id", "index"], name="execution_run_node")]
 
@@ -269,7 +275,8 @@ class NodeExecution(models.Model):
 
 class StoredBytes(models.Model):
     """The bytes of versions one API key stored on one day (UTC): what
-    GRAPHS_STORED_BYTES_PER_KEY_PER_DAY bounds (graphs/version_storage.py). Pruning a version
+    GRAPHS_STORED_BYTES_PER_KEY_PER_DAY bounds (graphs/authoring/version_storage.py). Pruning a
+    version
     gives nothing back: the bound is on what a key writes."""
 
     actor = models.CharField(max_length=150, help_text="The key, as key:<prefix>.")

@@ -1,77 +1,16 @@
-"""Celery tasks (declared with `shared_task`: apps never import `config`). They only call the
-functions of graphs.runs and graphs.reaper."""
-
-from __future__ import annotations
-
-import logging
-from typing import Any
+"""Celery's tasks for this app, gathered where its autodiscovery looks (declared with
+`shared_task`: apps never import `config`). The run queue's task lives with the functions that
+send to it (graphs/execution/queue.py); the reaper's is here, scheduled by beat."""
 
 from celery import shared_task
-from celery.exceptions import Ignore
 
-from graphs.runs import run_execute
-from graphs.tracing import carrier, continued
+from graphs.execution.queue import run_queued
+from graphs.execution.reaper import runs_reap
 
-logger = logging.getLogger(__name__)
-
-
-def task_id_of(run_id: int) -> str:
-    """The id of the task executing a run: known to the web side without storing it."""
-    return f"run-{run_id}"
-
-
-# Acknowledged only when it ends (settings: CELERY_TASK_ACKS_LATE), so a worker lost mid-run
-# does not silently drop it. `run_execute` claims the run with a conditional UPDATE (queued →
-# running), so of several messages for one run (a redelivery, the reaper's re-send) one
-# executes it and the others nothing.
-@shared_task(name="graphs.tasks.run_queued", acks_late=True)
-def run_queued(
-    run_id: int, arguments: Any, trace: dict[str, str] | None = None
-) -> dict[str, Any] | None:
-    """Execute a queued run; returns `{"result": exit value}` when it succeeded (the history
-    keeps only a masked copy, so the waiting web process reads the value from here).
-
-    `trace` is the sender's trace context (W3C `traceparent`, `tracestate`): the run's spans
-    continue the trace of the call that queued it (graphs/tracing.py)."""
-    with continued(trace):
-        outcome = run_execute(run_id=run_id, arguments=arguments)
-    if outcome is None:
-        # A duplicate stores no result: under the same task id it would overwrite the exit
-        # value that the message which ran the run left for the waiting web process.
-        raise Ignore()
-    if not outcome.succeeded:
-        return None
-    return {"result": outcome.result}
-
-
-def run_send(run_id: int, arguments: Any) -> None:
-    """Send a queued run to the workers. Raises the broker client's error when it cannot."""
-    # The arguments travel unmasked in the message: the run needs them (the history keeps
-    # the masked copy). So does the trace context when this process traces, as an argument:
-    # arguments reach the task alike through every broker and in eager mode; headers do not.
-    trace = carrier()
-    run_queued.apply_async(
-        args=[run_id, arguments],
-        kwargs={"trace": trace} if trace else None,
-        task_id=task_id_of(run_id),
-        retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},
-    )
-
-
-def result_forget(run_id: int) -> None:
-    """Drop what an earlier attempt of a run left in the result backend under its task id (a
-    worker lost mid-run leaves a failure there), so that the waiting web process reads the
-    next attempt's exit value, not that."""
-    try:
-        run_queued.AsyncResult(task_id_of(run_id)).forget()
-    except Exception:  # a backend that cannot forget, or is down: the history has the result
-        logger.warning("The result backend kept run %s's earlier result", run_id, exc_info=True)
+__all__ = ["run_queued", "runs_reap_task"]
 
 
 @shared_task(name="graphs.tasks.runs_reap_task", ignore_result=True)
 def runs_reap_task() -> None:
-    """Settle the runs no process will finish (scheduled by beat): graphs/reaper.py."""
-    # Imported here because the reaper sends runs with `run_send` of this module.
-    from graphs.reaper import runs_reap
-
+    """Settle the runs no process will finish (scheduled by beat): graphs/execution/reaper.py."""
     runs_reap()

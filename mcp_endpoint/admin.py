@@ -9,9 +9,9 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from mcp_endpoint.keys import api_key_create, api_key_revoke
+from mcp_endpoint.access.keys import api_key_create, api_key_revoke
 from mcp_endpoint.models import ApiKey, Scope
-from nodespecs.admin_audit import AuditedAdmin, admin_user
+from nodespecs.admin.audit import AuditedAdmin, admin_user
 from nodespecs.audit import Action, actor_user, audit_record
 
 

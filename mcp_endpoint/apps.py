@@ -12,10 +12,10 @@ class McpEndpointConfig(AppConfig):
     verbose_name = "MCP endpoint"
 
     def ready(self) -> None:
-        from graphs.services import RESERVED_TOOL_NAMES
-        from mcp_endpoint import interaction
-        from mcp_endpoint.dispatch import EXTRA_TOOLS
-        from mcp_endpoint.tools import TOOLS
+        from graphs.authoring.services import RESERVED_TOOL_NAMES
+        from mcp_endpoint.features.tools import TOOLS
+        from mcp_endpoint.protocol import interaction
+        from mcp_endpoint.protocol.dispatch import EXTRA_TOOLS
 
         interaction.configure(settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS)
         for path in settings.MCP_EXTENSION_MODULES:

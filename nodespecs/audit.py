@@ -1,6 +1,6 @@
 """The audit trail: who changed which node spec, workflow, provider or API key, and when.
 
-Admin pages (through `nodespecs.admin_audit.AuditedAdmin`) and management commands call
+Admin pages (through `nodespecs.admin.audit.AuditedAdmin`) and management commands call
 `audit_record` after a change, or `audit_report` for a bulk change; the services that check
 a `Caller`'s rights (`provider_save`, `graph_import`) record their changes themselves.
 Events hold field names, never values: a provider's secrets and an API key's secret never
@@ -11,17 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import models
 
 from nodespecs.models import AuditEvent, NodeSpec, Provider
-from nodespecs.reports import ChangeReport
-
-if TYPE_CHECKING:
-    # A type only: nodespecs.providers records its saves here, so it cannot be imported back.
-    from nodespecs.providers import RefreshReport
+from nodespecs.reports import ChangeReport, RefreshReport
 
 Action = AuditEvent.Action
 ModelT = TypeVar("ModelT", bound=models.Model)
@@ -41,7 +37,7 @@ def actor_command(name: str) -> str:
 class Caller:
     """Who asks a service for a change, passed to it explicitly (never read from a
     thread-local): `actor` names them in the trail, `may_start_processes` says whether they
-    may make this server start a process (`nodespecs.process_rights`), and `user` is the
+    may make this server start a process (`nodespecs.downstream.process_rights`), and `user` is the
     signed-in user, if any, who authors revisions.
 
     An API caller (`actor` "key:<prefix>") also carries its key's `scopes` and the user the
@@ -56,7 +52,7 @@ class Caller:
     key_owner_name: str = ""
     # The other actors whose runs count as this caller's own (every key of the user a key
     # acts for), where that matters (test_workflow's `from_run`, filled by
-    # mcp_endpoint.keys.with_same_owner_actors); empty: only `actor` itself.
+    # mcp_endpoint.access.keys.with_same_owner_actors); empty: only `actor` itself.
     same_owner_actors: frozenset[str] = frozenset()
 
     @property

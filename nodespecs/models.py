@@ -12,14 +12,14 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
-from nodespecs import mcp_client
-from nodespecs.secrets import EncryptedJSONField, SecretsUnreadable
-from nodespecs.specformat import (
+from nodespecs.downstream import client
+from nodespecs.knowledge.specformat import (
     NODE_TYPES,
     SpecFormatError,
     dump_spec_document,
     parse_spec_document,
 )
+from nodespecs.providers.secrets import EncryptedJSONField, SecretsUnreadable
 
 # The fields of a spec document, in the order the admin shows them.
 DOCUMENT_FIELDS: tuple[str, ...] = (
@@ -75,10 +75,11 @@ def _check_string_map(value: Any, field: str, pattern: re.Pattern[str], kind: st
 
 
 class Provider(models.Model):
-    """An external MCP server whose tools become TOOL node specs (see `nodespecs.providers`).
+    """An external MCP server whose tools become TOOL node specs (see
+    `nodespecs.providers.lifecycle`).
 
     `env` and `headers` may hold secrets (API tokens): they are stored encrypted
-    (`nodespecs.secrets`) and the admin never shows their values.
+    (`nodespecs.providers.secrets`) and the admin never shows their values.
     """
 
     class Transport(models.TextChoices):
@@ -117,7 +118,7 @@ class Provider(models.Model):
         help_text="How long a call (and starting the server) may take.",
     )
     enabled = models.BooleanField(default=True)
-    # Who may use it in a draft through the API (nodespecs/builder_access.py): keys with
+    # Who may use it in a draft through the API (nodespecs/providers/builder_access.py): keys with
     # workflows:admin always; other builders only where an operator opened it to them.
     open_to_builders = models.BooleanField(
         "open to any builder",
@@ -133,7 +134,7 @@ class Provider(models.Model):
     )
     # A server an API caller named in a workflow's mcpServers: it belongs to that caller's
     # workflows, is not in the catalog, is never refreshed, and is reached only where the
-    # egress policy allows (nodespecs/egress.py).
+    # egress policy allows (nodespecs/downstream/egress.py).
     declared_by = models.CharField(
         max_length=150,
         blank=True,
@@ -186,17 +187,17 @@ class Provider(models.Model):
         if errors:
             raise ValidationError(errors)
 
-    def connection(self) -> mcp_client.Connection:
+    def connection(self) -> client.Connection:
         """The pooled-connection settings of this provider.
 
-        Raises `mcp_client.DownstreamError` when its secrets cannot be decrypted, so a refresh
+        Raises `client.DownstreamError` when its secrets cannot be decrypted, so a refresh
         or a run fails like any other unreachable server, with the reason.
         """
         try:
             env, headers = tuple(sorted(self.env.items())), tuple(sorted(self.headers.items()))
         except SecretsUnreadable as exc:
-            raise mcp_client.DownstreamError(str(exc)) from None
-        return mcp_client.Connection(
+            raise client.DownstreamError(str(exc)) from None
+        return client.Connection(
             name=self.name,
             transport=self.transport,
             command=self.command,

@@ -25,3 +25,12 @@ class ChangeReport:
             if isinstance(value, list) or (isinstance(value, dict) and value):
                 parts.append(f"{len(value)} {outcome.name}")
         return ", ".join(parts)
+
+
+@dataclass
+class RefreshReport(ChangeReport):
+    """What a refresh did, by node name; every tool of the provider is in one list."""
+
+    provider: str = ""
+    unavailable: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)

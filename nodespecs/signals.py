@@ -4,8 +4,8 @@ from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
+from nodespecs.knowledge.registry import catalog_changed
 from nodespecs.models import NodeSpec
-from nodespecs.registry import catalog_changed
 
 
 @receiver([post_save, post_delete], sender=NodeSpec)

@@ -1,7 +1,8 @@
 """What operators see of this process: Prometheus metrics and JSON log events.
 
 The lowest layer's telemetry, and the machinery the others share (`mcp_endpoint → graphs →
-nodespecs`: `graphs/telemetry.py` records runs and nodes, `mcp_endpoint/telemetry.py`
+nodespecs`: `graphs/execution/telemetry.py` records runs and nodes,
+`mcp_endpoint/observability/telemetry.py`
 requests and the `/metrics` page). Each event is recorded in one place, as a metric and,
 with `LOG_FORMAT=json`, as one log line on the `switchyard.events` logger, so both always
 tell the same story. Here: downstream MCP calls (their durations, and a line per failure),
@@ -38,8 +39,8 @@ from prometheus_client import (
     start_http_server,
 )
 
-from nodespecs.mcp_connection import Connection
-from nodespecs.secrets import redact
+from nodespecs.downstream.connection import Connection
+from nodespecs.providers.secrets import redact
 
 EVENTS = logging.getLogger("switchyard.events")
 MULTIPROCESS_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
@@ -131,7 +132,7 @@ def serve_metrics_port() -> Any:
     return start_http_server(port, addr=settings.METRICS_ADDRESS, registry=scrape_registry())
 
 
-# Downstream MCP calls (nodespecs/mcp_pool.py).
+# Downstream MCP calls (nodespecs/downstream/pool.py).
 
 # The `provider` label of every server an agent declared in its workflow (egress-checked:
 # `Provider.declared_by` set): each key may declare servers, so their names are unbounded.
@@ -199,7 +200,8 @@ def pool_size_changed(size: int) -> None:
         POOL_SESSIONS.set(size)
 
 
-# The catalog's serialisation cache (nodespecs/registry.py, read by nodespecs/knowledge.py).
+# The catalog's serialisation cache (nodespecs/knowledge/registry.py, read by
+# nodespecs/knowledge/service.py).
 
 KNOWLEDGE_CACHE = counter(
     "switchyard_knowledge_cache_total",

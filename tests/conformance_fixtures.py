@@ -19,12 +19,13 @@ from typing import Any
 
 from mcp import types
 
-from mcp_endpoint import prompts, resources, tool_tasks
-from mcp_endpoint.dispatch import EXTRA_TOOLS, CallContext, ExtraTool
-from mcp_endpoint.errors import RpcError
-from mcp_endpoint.interaction import InputRequest
-from mcp_endpoint.task_extension import task_tool
-from mcp_endpoint.tool_tasks import START_TASK
+from mcp_endpoint.calls import tool_tasks
+from mcp_endpoint.calls.task_extension import task_tool
+from mcp_endpoint.calls.tool_tasks import START_TASK
+from mcp_endpoint.features import prompts, resources
+from mcp_endpoint.protocol.dispatch import EXTRA_TOOLS, CallContext, ExtraTool
+from mcp_endpoint.protocol.errors import RpcError
+from mcp_endpoint.protocol.interaction import InputRequest
 
 PNG = (
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJ"

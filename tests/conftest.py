@@ -16,9 +16,9 @@ from django.core.cache import cache, caches
 from hypothesis import settings as hypothesis_settings
 
 from nodespecs import snapshots
-from nodespecs.catalog import read_builtin_catalog
-from nodespecs.registry import Registry
-from nodespecs.specformat import dump_spec_document
+from nodespecs.knowledge.catalog import read_builtin_catalog
+from nodespecs.knowledge.registry import Registry
+from nodespecs.knowledge.specformat import dump_spec_document
 from tests.peers import INSTALL_SCRIPT, PEERS_HOME
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,7 +113,7 @@ def registry(builtin_documents) -> Registry:
 @pytest.fixture
 def loaded_catalog(db):
     """The built-in catalog loaded into the test database."""
-    from nodespecs.catalog import load_builtin_catalog
+    from nodespecs.knowledge.catalog import load_builtin_catalog
 
     return load_builtin_catalog()
 

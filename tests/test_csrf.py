@@ -13,9 +13,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from graphs.execution.runs import RunRequest, run_create
 from graphs.models import Workflow
-from graphs.runs import RunRequest, run_create
-from mcp_endpoint.keys import api_key_create
+from mcp_endpoint.access.keys import api_key_create
 from nodespecs.models import Provider
 from tests.graphs.conftest import import_file
 

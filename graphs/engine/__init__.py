@@ -27,10 +27,15 @@ from graphs.engine.definition import (
 )
 from graphs.engine.errors import DefinitionError, GraphRunError, RunCancelled
 from graphs.engine.executor import CallTool, MockedCall, execute
-from graphs.engine.loading import load_yaml
+from graphs.engine.format.loading import load_yaml
+from graphs.engine.format.parsing import parse_definition, parse_tool
+from graphs.engine.format.serialize import (
+    definition_to_dict,
+    dump_yaml,
+    server_to_dict,
+    tool_to_dict,
+)
 from graphs.engine.observer import NodeRecord, NullObserver, Observer
-from graphs.engine.parsing import parse_definition, parse_tool
-from graphs.engine.serialize import definition_to_dict, dump_yaml, server_to_dict, tool_to_dict
 
 __all__ = [
     "CallTool",

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from graphs.engine.expressions import (
+from graphs.engine.language.expressions import (
     Expression,
     ExpressionError,
     ExpressionSyntaxError,

@@ -14,19 +14,19 @@ from types import MappingProxyType
 from typing import Any
 
 from graphs.engine.arguments import compile_args
-from graphs.engine.checks import NodeLayout, default_layouts, graph_problems
+from graphs.engine.checks.problems import Finding, Keys, error, finding, op_move
+from graphs.engine.checks.structure import NodeLayout, default_layouts, graph_problems
 from graphs.engine.definition import Node, ToolGraph
 from graphs.engine.errors import DefinitionError, located
-from graphs.engine.expressions import (
+from graphs.engine.language.expressions import (
     Expression,
     ExpressionSyntaxError,
     ExpressionTooLong,
     ParseBudget,
     RegexRefused,
 )
-from graphs.engine.jsonlogic import Rule, RuleError, closest_operator, compile_rule
+from graphs.engine.language.jsonlogic import Rule, RuleError, closest_operator, compile_rule
 from graphs.engine.outputs import OutputCheck
-from graphs.engine.problems import Finding, Keys, error, finding, op_move
 
 
 @dataclass(frozen=True)

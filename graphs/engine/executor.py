@@ -25,9 +25,9 @@ from graphs.engine.cancel import CancelToken
 from graphs.engine.compiler import CompiledNode, CompiledTool
 from graphs.engine.definition import ExecutionLimits, Node
 from graphs.engine.errors import GraphRunError, RunCancelled
-from graphs.engine.expressions import Expression, ExpressionTimeout, Guard
 from graphs.engine.history import RunHistory
-from graphs.engine.jsonlogic import evaluate
+from graphs.engine.language.expressions import Expression, ExpressionTimeout, Guard
+from graphs.engine.language.jsonlogic import evaluate
 from graphs.engine.observer import NodeRecord, NullObserver, Observer
 from graphs.engine.results import error_text, tool_output
 

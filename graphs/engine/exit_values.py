@@ -26,20 +26,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from graphs.engine.checks import NodeLayout
+from graphs.engine.checks.problems import Finding, Keys, finding, op_replace
+from graphs.engine.checks.structure import NodeLayout
 from graphs.engine.compiler import CompiledNode
 from graphs.engine.definition import Node, ToolGraph
 from graphs.engine.errors import located
-from graphs.engine.expression_reads import (
+from graphs.engine.language.expression_reads import (
     Inferred,
     infer,
     required_names,
     schema_types,
     types_fit,
 )
-from graphs.engine.expressions import Expression
+from graphs.engine.language.expressions import Expression
 from graphs.engine.outputs import a_or_an, declares_result, not_an_object
-from graphs.engine.problems import Finding, Keys, finding, op_replace
 
 #: How many nodes a decided shape is followed through (`$.a` reading `$.b` reading ...):
 #: past that it is left undecided, which only makes the check say less.

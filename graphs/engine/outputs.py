@@ -19,7 +19,7 @@ from typing import Any
 
 from jsonschema.protocols import Validator
 
-from graphs.engine.regex import RegexNotSupported
+from graphs.engine.language.regex import RegexNotSupported
 from graphs.engine.schemas import SchemaUnresolvable, schema_errors, schema_validator
 
 #: The most characters of a schema error quoted in a run's error (it may quote the value).

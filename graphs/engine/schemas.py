@@ -8,7 +8,7 @@ call fetch that URL, and `file://…` read local files. Here every schema is com
 ``NO_FETCH_REGISTRY``, which knows the bundled metaschemas and retrieves nothing, so such a
 reference fails to resolve (``SchemaUnresolvable``, saying why) instead of going anywhere.
 ``nonlocal_references`` finds the references that would need fetching, so that a definition
-holding one is refused when it is validated, imported or saved (graphs/engine/sections.py).
+holding one is refused when it is validated, imported or saved (graphs/engine/format/sections.py).
 
 Plain Python: the engine, graphs and mcp_endpoint use it alike.
 """
@@ -26,7 +26,7 @@ from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable, Unretrievable
 from referencing.jsonschema import UnknownDialect, specification_with
 
-from graphs.engine.problems import Key, pointer
+from graphs.engine.checks.problems import Key, pointer
 
 __all__ = [
     "NO_FETCH_REGISTRY",

@@ -1,6 +1,6 @@
 from django.db import migrations, models
 
-from graphs.slugs import slug_for
+from graphs.authoring.slugs import slug_for
 
 
 def choose_slugs(apps, schema_editor):

@@ -8,9 +8,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from graphs.nesting import deeper_than
-from graphs.payloads import TRUNCATED_KEY
-from graphs.selectors import Step, StepPages
+from graphs.execution.nesting import deeper_than
+from graphs.execution.payloads import TRUNCATED_KEY
+from graphs.history.selectors import Step, StepPages
 
 # A bar never narrower than this (percent of the timeline), so a microsecond node still shows.
 MIN_BAR_PERCENT = 0.4

@@ -8,8 +8,8 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
+from graphs.history.selectors import Cursor, RunFilters
 from graphs.models import Run
-from graphs.selectors import Cursor, RunFilters
 
 # The largest index a node execution can have (a positive integer column on every database).
 MAX_INDEX = 2**31 - 1

@@ -18,13 +18,14 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_POST
 
-from graphs import control, selectors
-from graphs.drawing import draw_graph
+from graphs.execution import control
+from graphs.execution.tracing import trace_url
+from graphs.history import selectors
+from graphs.history.drawing import draw_graph
 from graphs.models import Run
 from graphs.pages import downloads
 from graphs.pages.display import PageBudget, step_link, step_links, timeline
 from graphs.pages.forms import RunFilterForm, step_start
-from graphs.tracing import trace_url
 
 # How often the page of a run still in progress reloads itself.
 REFRESH_SECONDS = 2

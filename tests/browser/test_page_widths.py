@@ -11,9 +11,9 @@ import yaml
 from django.core.management import call_command
 from playwright.sync_api import expect
 
-from graphs.files import graph_import
+from graphs.authoring.files import graph_import
+from graphs.execution.runs import RunRequest, workflow_call
 from graphs.models import Run, Workflow
-from graphs.runs import RunRequest, workflow_call
 from nodespecs.models import NodeSpec
 from tests.graphs.conftest import FILES, OPERATOR, import_file
 

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import expect
 
-from graphs.files import graph_import
+from graphs.authoring.files import graph_import
+from graphs.execution.runs import RunRequest, run_create
 from graphs.models import Run, Workflow
-from graphs.runs import RunRequest, run_create
-from nodespecs import mcp_client
+from nodespecs.downstream import client
 from tests.graphs.conftest import OPERATOR, import_file
 from tests.peers import ECHO_SERVER
 
@@ -54,7 +54,7 @@ def nap_loop() -> Iterator[None]:
         caller=OPERATOR,
     )
     yield
-    mcp_client.close_all()  # the echo server this test started
+    client.close_all()  # the echo server this test started
 
 
 def wait_for_run(workflow: str) -> int:

@@ -57,7 +57,7 @@ tools:
 """
 
 # How long a change takes to reach a listening client at most: the server compares the
-# tables every second and the lists every two (mcp_endpoint/list_changes.py).
+# tables every second and the lists every two (mcp_endpoint/protocol/list_changes.py).
 NOTICE_SECONDS = 10
 QUIET_SECONDS = 4.5
 

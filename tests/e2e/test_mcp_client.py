@@ -16,7 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation
 
-from mcp_endpoint.tools import TOOLS
+from mcp_endpoint.features.tools import TOOLS
 
 pytestmark = pytest.mark.slow
 

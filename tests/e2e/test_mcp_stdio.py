@@ -5,7 +5,7 @@ import sys
 import pytest
 from mcp import Client, StdioServerParameters
 
-from mcp_endpoint.tools import TOOLS
+from mcp_endpoint.features.tools import TOOLS
 from tests.e2e.conftest import ROOT
 from tests.e2e.test_mcp_client import run
 

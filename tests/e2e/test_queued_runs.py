@@ -476,7 +476,7 @@ def _lost_run(stack: Stack, **fields: int) -> int:
     """A run recorded as queued whose message never reached the broker, as after a broker
     restart that lost its queue; `fields` are set on the run as it is recorded."""
     code = (
-        "from graphs.runs import RunRequest, run_create; from graphs.models import Run; "
+        "from graphs.execution.runs import RunRequest, run_create; from graphs.models import Run; "
         "run = run_create(RunRequest(name='shout', arguments={'value': 'lost'})); "
         f"Run.objects.filter(pk=run.pk).update(status='queued', **{fields!r}); print(run.pk)"
     )

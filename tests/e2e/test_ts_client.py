@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from mcp_endpoint.tools import TOOLS
+from mcp_endpoint.features.tools import TOOLS
 from tests.e2e.conftest import LiveServer
 from tests.peers import PEERS_HOME, npm_package_dir
 

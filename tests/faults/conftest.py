@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from graphs.files import graph_import
-from nodespecs import mcp_client
+from graphs.authoring.files import graph_import
+from nodespecs.downstream import client
 from tests.graphs.conftest import OPERATOR
 from tests.peers import echo_server_command
 
@@ -64,9 +64,9 @@ FAULTY_TOOL = """
 @pytest.fixture(autouse=True)
 def _fresh_pool():
     """Each test starts its own servers and leaves none running."""
-    mcp_client.close_all()
+    client.close_all()
     yield
-    mcp_client.close_all()
+    client.close_all()
 
 
 @pytest.fixture
@@ -125,9 +125,7 @@ class Holdings:
 
     @classmethod
     def now(cls) -> Holdings:
-        return cls(
-            len(server_processes()), len(os.listdir("/proc/self/fd")), mcp_client.pool_size()
-        )
+        return cls(len(server_processes()), len(os.listdir("/proc/self/fd")), client.pool_size())
 
     def within(self, baseline: Holdings) -> bool:
         """Nothing more than at `baseline` (a leak is more; what an earlier test was still

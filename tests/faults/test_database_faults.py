@@ -11,8 +11,8 @@ import psycopg
 import pytest
 from django.db import connection
 
+from graphs.execution.runs import RunRequest, workflow_call
 from graphs.models import Run
-from graphs.runs import RunRequest, workflow_call
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -13,10 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.db import connection
 
+from graphs.execution.runs import RunRequest, workflow_call
 from graphs.models import Run
-from graphs.runs import RunRequest, workflow_call
-from nodespecs import mcp_client
-from nodespecs.mcp_client import Connection, DownstreamError
+from nodespecs.downstream import client
+from nodespecs.downstream.client import Connection, DownstreamError
 from tests.faults.conftest import NODE_TIMEOUT, Holdings, wait_until
 from tests.peers import echo_http_server, echo_server_command
 
@@ -93,11 +93,11 @@ def test_an_http_server_answering_html_or_500_fails_the_call_and_the_next_works(
         web = Connection(name="web", transport=transport, url=url)
         started = time.monotonic()
         with pytest.raises(DownstreamError) as failure:
-            mcp_client.call_tool(web, "garbage", {"kind": kind}, timeout=NODE_TIMEOUT)
+            client.call_tool(web, "garbage", {"kind": kind}, timeout=NODE_TIMEOUT)
         assert time.monotonic() - started < NODE_TIMEOUT + 3
         assert "MCP server 'web'" in str(failure.value)
         assert expected in str(failure.value)
-        assert mcp_client.call_tool(web, "add", {"a": 1, "b": 2}, timeout=10).structured_content
+        assert client.call_tool(web, "add", {"a": 1, "b": 2}, timeout=10).structured_content
 
 
 TOO_LARGE = "sent an answer over the {:,} bytes that MCP_CLIENT_MAX_RESULT_BYTES allows while"
@@ -163,15 +163,15 @@ def test_an_answer_over_the_limit_over_streamable_http_fails_as_too_large_at_onc
     monkeypatch.setenv("ECHO_SERVER_FAULTS", "1")
     with echo_http_server() as url:
         web = Connection(name="web", transport="streamable_http", url=url)
-        mcp_client.call_tool(web, "pid", {})
+        client.call_tool(web, "pid", {})
         started = time.monotonic()
         with pytest.raises(DownstreamError) as failure:
-            mcp_client.call_tool(web, tool, arguments, timeout=20)
+            client.call_tool(web, tool, arguments, timeout=20)
         seconds = time.monotonic() - started
         assert seconds < 2.5, f"refused after {seconds:.1f} s"
         assert "MCP server 'web'" in str(failure.value)
         assert TOO_LARGE.format(limit) + f" handling tools/call {tool!r}" in str(failure.value)
-        assert mcp_client.call_tool(web, "add", {"a": 1, "b": 2}, timeout=10).structured_content
+        assert client.call_tool(web, "add", {"a": 1, "b": 2}, timeout=10).structured_content
 
 
 def rss_mb() -> float:
@@ -197,7 +197,7 @@ def test_a_50_mb_answer_is_refused_quickly_without_the_memory_staying_taken(monk
         else:
             url = stack.enter_context(echo_http_server())
             web = Connection(name="web", transport="streamable_http", url=url)
-        mcp_client.call_tool(web, "pid", {})
+        client.call_tool(web, "pid", {})
         before, peak, done = rss_mb(), [0.0], threading.Event()
 
         def sample() -> None:
@@ -209,7 +209,7 @@ def test_a_50_mb_answer_is_refused_quickly_without_the_memory_staying_taken(monk
         started = time.monotonic()
         try:
             with pytest.raises(DownstreamError, match=TOO_LARGE.format(10_000_000)):
-                mcp_client.call_tool(web, "huge", {"megabytes": 50}, timeout=30)
+                client.call_tool(web, "huge", {"megabytes": 50}, timeout=30)
         finally:
             seconds = time.monotonic() - started
             done.set()

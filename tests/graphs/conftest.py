@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from graphs.files import graph_import
+from graphs.authoring.files import graph_import
 from nodespecs.audit import caller_command
 
 # Test files are imported as an operator would, with manage.py import_graph.

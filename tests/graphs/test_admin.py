@@ -9,11 +9,11 @@ import pytest
 import yaml
 from django.urls import reverse
 
-from graphs.admin_forms import editor_text
+from graphs.admin.forms import editor_text
 from graphs.engine import dump_yaml, load_yaml
+from graphs.execution.runs import RunRequest, workflow_call
 from graphs.models import Run, Workflow
 from graphs.pages.display import duration
-from graphs.runs import RunRequest, workflow_call
 
 pytestmark = pytest.mark.usefixtures("loops")
 

@@ -8,7 +8,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from graphs.admin_forms import editor_text
+from graphs.admin.forms import editor_text
 from graphs.models import Workflow
 from tests.graphs.test_admin import change_url, form_data
 

@@ -1,6 +1,6 @@
 """Direct runs on their way to a run thread (issue 24, "No recursion"): one caller holds at most
 its share of the threads while other callers' runs start, and a run whose caller left before
-a thread took it never starts (graphs/direct_turns.py, graphs/follow.py).
+a thread took it never starts (graphs/execution/direct_turns.py, graphs/execution/follow.py).
 
 The runs here are stand-ins (`workflow_call` replaced) that hold their thread until released,
 so that the tests decide when threads are busy."""
@@ -16,10 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.db import connections
 
-from graphs import control, direct_turns, follow
-from graphs.direct_turns import CallerShares, Ticket
-from graphs.follow import RunEnded, RunStarted, RunWaiting, Threads, run_follow
-from graphs.runs import RunOutcome, RunRequest, WorkflowCallError
+from graphs.execution import control, direct_turns, follow
+from graphs.execution.direct_turns import CallerShares, Ticket
+from graphs.execution.follow import RunEnded, RunStarted, RunWaiting, Threads, run_follow
+from graphs.execution.runs import RunOutcome, RunRequest, WorkflowCallError
 
 pytestmark = [pytest.mark.timeout(30)]
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from graphs.files import SECRET_MASK, graph_document, graph_import
+from graphs.authoring.files import SECRET_MASK, graph_document, graph_import
+from graphs.authoring.services import workflow_publish
+from graphs.execution.toolset import refresh_workflow_tools
 from graphs.models import Workflow, WorkflowVersion
-from graphs.services import workflow_publish
-from graphs.toolset import refresh_workflow_tools
 from nodespecs.audit import Caller
 from nodespecs.models import Provider
 from tests.graphs.conftest import FILES, OPERATOR

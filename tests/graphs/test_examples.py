@@ -9,9 +9,9 @@ import io
 import pytest
 from django.core.management import call_command
 
+from graphs.execution.runs import RunRequest, workflow_call
 from graphs.models import Workflow, WorkflowVersion
-from graphs.runs import RunRequest, workflow_call
-from nodespecs import mcp_client
+from nodespecs.downstream import client
 from tests.peers import npx_offline_env, require_npm_server
 
 pytestmark = pytest.mark.django_db
@@ -68,4 +68,4 @@ def test_count_files_counts_the_folder_setup_demo_made_with_the_real_filesystem_
     try:
         assert call("count_files", {"directory": str(counted)}) == {"count": 3}
     finally:
-        mcp_client.close_all()
+        client.close_all()

@@ -11,11 +11,11 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from graphs.control import RunNotFound, run_cancel
+from graphs.execution.control import RunNotFound, run_cancel
+from graphs.execution.reaper import runs_reap
+from graphs.execution.runs import RunRequest, run_create, run_execute, workflow_call
 from graphs.models import NodeExecution, Run
-from graphs.reaper import runs_reap
-from graphs.runs import RunRequest, run_create, run_execute, workflow_call
-from mcp_endpoint.auth import authenticate
+from mcp_endpoint.access.auth import authenticate
 from tests.mcp_endpoint.helpers import make_key
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from graphs.files import GraphFileError, graph_export, graph_import
+from graphs.authoring.files import GraphFileError, graph_export, graph_import
 from graphs.models import Workflow, WorkflowGroup, WorkflowVersion
 from tests.graphs.conftest import FILES, OPERATOR, import_file
 

@@ -8,11 +8,11 @@ import time
 import pytest
 import yaml
 
+from graphs.authoring.files import graph_export
 from graphs.engine import DefinitionError
-from graphs.engine.flat_form import nested_form
-from graphs.engine.parsing import parse_definition
-from graphs.files import graph_export
-from graphs.runs import RunRequest, workflow_call
+from graphs.engine.format.flat_form import nested_form
+from graphs.engine.format.parsing import parse_definition
+from graphs.execution.runs import RunRequest, workflow_call
 from tests.graphs.conftest import FILES, import_file
 
 pytestmark = pytest.mark.timeout(30)

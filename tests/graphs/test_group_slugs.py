@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from graphs.authoring.services import group_save
+from graphs.authoring.slugs import MAX_SLUG_LENGTH, slug_for
 from graphs.models import WorkflowGroup
-from graphs.services import group_save
-from graphs.slugs import MAX_SLUG_LENGTH, slug_for
 
 pytestmark = pytest.mark.timeout(30)
 

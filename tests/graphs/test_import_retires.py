@@ -12,10 +12,10 @@ import pytest
 import yaml
 from django.core.management import call_command
 
-from graphs.files import GraphFileError, graph_import
+from graphs.authoring.files import GraphFileError, graph_import
+from graphs.execution.runs import RunRequest, workflow_call
+from graphs.execution.toolset import refresh_workflow_tools
 from graphs.models import Workflow, WorkflowGroup
-from graphs.runs import RunRequest, workflow_call
-from graphs.toolset import refresh_workflow_tools
 from nodespecs.audit import Caller
 from nodespecs.models import AuditEvent
 from tests.graphs.conftest import FILES, OPERATOR

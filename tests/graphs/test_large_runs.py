@@ -23,17 +23,17 @@ from django.core.management import CommandError, call_command
 from django.db import connection, transaction
 from django.urls import reverse
 
-from graphs import selectors
-from graphs.admin_forms import editor_text
-from graphs.admin_runs import EXECUTIONS_PER_PAGE
+from graphs.admin.forms import editor_text
+from graphs.admin.runs import EXECUTIONS_PER_PAGE
+from graphs.authoring.files import GraphFileError
+from graphs.authoring.services import workflow_save
 from graphs.engine import NodeRecord
-from graphs.files import GraphFileError
+from graphs.execution.recorder import COLUMNS, FLUSH_BYTES, FLUSH_ROWS, HistoryRecorder, write_rows
+from graphs.execution.runs import RunRequest, run_create, workflow_call
+from graphs.history import selectors
 from graphs.models import NodeExecution, Run, Workflow
-from graphs.recorder import COLUMNS, FLUSH_BYTES, FLUSH_ROWS, HistoryRecorder, write_rows
-from graphs.runs import RunRequest, run_create, workflow_call
-from graphs.services import workflow_save
-from mcp_endpoint import task_extension
-from mcp_endpoint.auth import authenticate
+from mcp_endpoint.access.auth import authenticate
+from mcp_endpoint.calls import task_extension
 from tests.graphs.conftest import FILES, import_file
 from tests.graphs.test_admin import change_url, form_data
 from tests.mcp_endpoint.helpers import make_key
@@ -58,7 +58,8 @@ CEILING_MESSAGE = (
 
 def _rows(run_id: int, count: int) -> Iterator[tuple[Any, ...]]:
     """sum_to stopped by maxNodeExecutions after `count` executions: entry, then step and
-    more in turn, in `graphs.recorder.COLUMNS` order with the JSON encoded, as the recorder
+    more in turn, in `graphs.execution.recorder.COLUMNS` order with the JSON encoded, as the
+    recorder
     writes them."""
     step_detail, more_detail = json.dumps({"expr": STEP_EXPR}), json.dumps({"target": "step"})
     for index in range(count):
@@ -227,7 +228,8 @@ def test_the_ceilings_come_from_the_environment_and_zero_is_refused():
 def test_the_recorder_holds_a_bounded_batch_of_rows_however_fast_the_nodes(loops, monkeypatch):
     batches = []
     monkeypatch.setattr(
-        "graphs.recorder.write_rows", lambda rows: batches.append((len(rows), _bytes(rows)))
+        "graphs.execution.recorder.write_rows",
+        lambda rows: batches.append((len(rows), _bytes(rows))),
     )
     run = run_create(RunRequest(name="sum_to", arguments={"n": 1}))
     recorder = HistoryRecorder(run)

@@ -10,12 +10,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from graphs.files import graph_import
-from graphs.lineage import call_refusal, downstream_lineage
+from graphs.authoring.files import graph_import
+from graphs.execution.lineage import call_refusal, downstream_lineage
+from graphs.execution.runs import RunRequest, run_create, run_execute, workflow_call
 from graphs.models import Run
-from graphs.runs import RunRequest, run_create, run_execute, workflow_call
-from nodespecs import mcp_client
-from nodespecs.call_lineage import META_KEY, Hop
+from nodespecs.downstream import client
+from nodespecs.downstream.call_lineage import META_KEY, Hop
 from tests.graphs.conftest import FILES, OPERATOR
 from tests.peers import echo_http_server
 
@@ -84,7 +84,7 @@ def echo_url() -> Iterator[str]:
         patch.setenv("ECHO_SERVER_TOOLS", "echo,meta")
         with echo_http_server() as url:
             yield url
-    mcp_client.close_all()
+    client.close_all()
 
 
 @pytest.fixture

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from graphs.authoring.services import workflow_set_enabled
 from graphs.models import Run, Workflow
-from graphs.services import workflow_set_enabled
-from mcp_endpoint.tools import TOOLS
+from mcp_endpoint.features.tools import TOOLS
 from tests.graphs.conftest import import_file
 from tests.mcp_endpoint.helpers import (
     BOTH,
@@ -141,7 +141,7 @@ def test_a_listening_client_hears_that_the_tools_changed(client, key, settings, 
 
     from django.db import connection
 
-    from mcp_endpoint import list_changes
+    from mcp_endpoint.protocol import list_changes
 
     settings.MCP_LISTEN_SECONDS = 2
     monkeypatch.setattr(list_changes, "LISTEN_POLL_SECONDS", 0.05)

@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from graphs.files import GraphImportReport, graph_import
+from graphs.authoring.files import GraphImportReport, graph_import
+from graphs.execution.runs import RunRequest, workflow_call
 from graphs.models import Workflow
-from graphs.runs import RunRequest, workflow_call
 from tests.graphs.conftest import OPERATOR
 from tests.peers import INSTALL_SCRIPT, npm_package_dir
 

@@ -1,4 +1,5 @@
-"""Test runs' mocks (graphs/mocks.py): what each mocked mcp node answers, fixed when the run is
+"""Test runs' mocks (graphs/execution/mocks.py): what each mocked mcp node answers, fixed when the
+run is
 created and kept on it, and a run of a workflow whose server cannot be reached succeeding on
 its mocks alone."""
 
@@ -6,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from graphs.mocks import MockRefused, example_of, mock_answers, report_of_test_run
+from graphs.execution.mocks import MockRefused, example_of, mock_answers, report_of_test_run
+from graphs.execution.payloads import MASK
+from graphs.execution.runs import RunRequest, workflow_call
 from graphs.models import NodeExecution, Run, Workflow
-from graphs.payloads import MASK
-from graphs.runs import RunRequest, workflow_call
 from nodespecs.audit import Caller
 from tests.graphs.conftest import OPERATOR
 
@@ -42,7 +43,7 @@ tools:
 
 @pytest.fixture
 def version(db):
-    from graphs.files import graph_import
+    from graphs.authoring.files import graph_import
 
     graph_import(text=UNREACHABLE, caller=OPERATOR)
     return Workflow.objects.get(name="fetch_twice").current_version
@@ -172,7 +173,7 @@ def test_example_of_stops_at_a_bounded_depth():
 
 def test_a_queued_test_run_executes_with_the_mocks_kept_on_it(version):
     """A worker has only the run: what its mocked nodes answer must come from the run."""
-    from graphs.runs import run_create, run_execute
+    from graphs.execution.runs import run_create, run_execute
 
     mocks = mock_answers(
         version, {"page": {"html": ""}, "links": {"urls": [1, 2]}}, mock_all=False, caller=TESTER
@@ -194,7 +195,7 @@ def test_a_queued_test_run_executes_with_the_mocks_kept_on_it(version):
 
 
 def test_more_mocks_than_a_test_takes_are_refused(version):
-    from graphs.mocks import MAX_MOCKS
+    from graphs.execution.mocks import MAX_MOCKS
 
     too_many = {f"node{i}": i for i in range(MAX_MOCKS + 1)}
     with pytest.raises(MockRefused, match=f"at most {MAX_MOCKS}"):
@@ -202,7 +203,7 @@ def test_more_mocks_than_a_test_takes_are_refused(version):
 
 
 def test_a_long_test_run_reports_its_first_nodes_and_says_there_were_more(db):
-    from graphs.mocks import MAX_NODES_REPORTED
+    from graphs.execution.mocks import MAX_NODES_REPORTED
     from tests.graphs.conftest import import_file
 
     import_file("loops.yaml")

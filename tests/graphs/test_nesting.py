@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from graphs.nesting import MAX_DEPTH, TRUNCATED_KEY, cut_to_depth, deeper_than
-from graphs.payloads import encoded, stored_arguments
+from graphs.execution.nesting import MAX_DEPTH, TRUNCATED_KEY, cut_to_depth, deeper_than
+from graphs.execution.payloads import encoded, stored_arguments
 
 
 def nested(depth: int, leaf: object = 1) -> object:

@@ -13,12 +13,12 @@ import yaml
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
-from graphs import runs
-from graphs.files import GraphFileError, graph_import
+from graphs.authoring.files import GraphFileError, graph_import
+from graphs.authoring.services import workflow_save
+from graphs.authoring.validation import validate_workflow
+from graphs.execution import runs
+from graphs.execution.runs import RunRequest, run_create, run_execute, workflow_call
 from graphs.models import NodeExecution, Run, Workflow, WorkflowVersion
-from graphs.runs import RunRequest, run_create, run_execute, workflow_call
-from graphs.services import workflow_save
-from graphs.validation import validate_workflow
 from tests.graphs.conftest import FILES, OPERATOR, import_file
 
 CONTRACTS = yaml.safe_load((FILES / "contracts.yaml").read_text())

@@ -1,7 +1,9 @@
 """Data stays with its owner (issue 24, item 7): test_workflow's `from_run` takes only the
-caller's runs (graphs/mocks.py), get_workflow shows no credentials of URLs or stdio args
-(graphs/files.py), run errors quote no credentials and the history holds no secret argument
-wherever it was copied (graphs/payloads.py, graphs/recorder.py, graphs/runs.py)."""
+caller's runs (graphs/execution/mocks.py), get_workflow shows no credentials of URLs or stdio args
+(graphs/authoring/files.py), run errors quote no credentials and the history holds no secret
+argument
+wherever it was copied (graphs/execution/payloads.py, graphs/execution/recorder.py,
+graphs/execution/runs.py)."""
 
 from __future__ import annotations
 
@@ -10,13 +12,13 @@ import json
 import pytest
 from django.contrib.auth import get_user_model
 
-from graphs.drafts import draft_update, version_document, workflow_view
-from graphs.files import GraphFileError, graph_import
-from graphs.mocks import MockRefused, mock_answers
+from graphs.authoring.drafts import draft_update, version_document, workflow_view
+from graphs.authoring.files import GraphFileError, graph_import
+from graphs.execution.mocks import MockRefused, mock_answers
+from graphs.execution.payloads import MASK, run_secrets, secret_paths
+from graphs.execution.runs import RunRequest, workflow_call
 from graphs.models import NodeExecution, Run, Workflow
-from graphs.payloads import MASK, run_secrets, secret_paths
-from graphs.runs import RunRequest, workflow_call
-from mcp_endpoint.keys import api_key_create, with_same_owner_actors
+from mcp_endpoint.access.keys import api_key_create, with_same_owner_actors
 from nodespecs.audit import Caller
 from nodespecs.models import Provider
 from tests.graphs.conftest import OPERATOR
@@ -302,7 +304,7 @@ def test_a_run_error_names_the_server_without_its_credentials(credentials):
 def test_a_broker_error_quoting_its_url_is_stored_without_the_brokers_password(
     credentials, monkeypatch
 ):
-    from graphs import control
+    from graphs.execution import control
 
     def unreachable(run_id, arguments):
         raise ConnectionError("cannot connect to amqp://guest:BROKER-PASS-12@mq.internal:5672//")

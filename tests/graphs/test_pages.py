@@ -8,11 +8,11 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from graphs import selectors
+from graphs.execution.runs import RunRequest, run_create, run_execute, workflow_call
+from graphs.history import selectors
+from graphs.history.selectors import Cursor, RunFilters
 from graphs.models import NodeExecution, Run, Workflow
 from graphs.pages import display
-from graphs.runs import RunRequest, run_create, run_execute, workflow_call
-from graphs.selectors import Cursor, RunFilters
 
 pytestmark = pytest.mark.usefixtures("loops")
 

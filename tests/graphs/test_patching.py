@@ -14,16 +14,16 @@ import jsonpatch
 import pytest
 import yaml
 
-from graphs.drafts import DraftRefused, draft_update
-from graphs.engine.validation import MAX_CHARS, MAX_ITEMS
-from graphs.models import Workflow
-from graphs.patching import (
+from graphs.authoring.drafts import DraftRefused, draft_update
+from graphs.authoring.patching import (
     MAX_PATCH_OPERATIONS,
     PatchRefused,
     apply_patch_within_budget,
     measure,
 )
-from graphs.validation import validate_workflow
+from graphs.authoring.validation import validate_workflow
+from graphs.engine.checks.all_checks import MAX_CHARS, MAX_ITEMS
+from graphs.models import Workflow
 from tests.graphs.conftest import FILES, OPERATOR
 
 pytestmark = pytest.mark.timeout(60)

@@ -1,6 +1,6 @@
 """A workflow definition whose `mcpServers` names a stdio server that no registered provider
 matches exactly may be saved only by a superuser or an operator's `manage.py import_graph`
-(graphs/services.py, `workflow_providers`, which `graph_import` and any API go through);
+(graphs/authoring/services.py, `workflow_providers`, which `graph_import` and any API go through);
 every other caller uses registered providers or HTTP/SSE servers (issue 13, item 5)."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
-from graphs.files import GraphFileError, graph_import
+from graphs.authoring.files import GraphFileError, graph_import
+from graphs.authoring.services import workflow_providers
 from graphs.models import Workflow, WorkflowGroup
-from graphs.services import workflow_providers
 from nodespecs.audit import Caller, caller_command, caller_user
-from nodespecs.mcp_client import Connection
+from nodespecs.downstream.client import Connection
 from nodespecs.models import AuditEvent, Provider
-from nodespecs.providers import provider_save
+from nodespecs.providers.lifecycle import provider_save
 
 SECRET = "workflow-rights-secret-777"
 SHELL = {"command": "/bin/sh", "args": ["-c", "touch /tmp/switchyard-proof"]}

@@ -14,10 +14,10 @@ from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
 
+from graphs.execution.queue import run_queued
+from graphs.execution.reaper import Reaped, runs_reap
+from graphs.execution.runs import RunRequest, run_create
 from graphs.models import NodeExecution, Run, Workflow
-from graphs.reaper import Reaped, runs_reap
-from graphs.runs import RunRequest, run_create
-from graphs.tasks import run_queued
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
-from graphs.admin_forms import editor_text
+from graphs.admin.forms import editor_text
+from graphs.authoring.services import workflow_save
 from graphs.models import Workflow, WorkflowVersion
-from graphs.services import workflow_save
 from tests.graphs.conftest import FILES
 from tests.graphs.test_admin import change_url, form_data
 

@@ -7,8 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.db import connection
 
+from graphs.execution.runs import RunRequest, WorkflowCallError, workflow_call
 from graphs.models import NodeExecution, Run
-from graphs.runs import RunRequest, WorkflowCallError, workflow_call
 from tests.graphs.conftest import import_file
 
 
@@ -124,8 +124,8 @@ def test_concurrent_calls_each_get_their_own_answer_and_history():
 def test_a_run_of_a_known_version_makes_a_fixed_number_of_queries(
     loops, django_assert_num_queries, monkeypatch
 ):
-    from graphs import recorder
-    from graphs.toolset import workflow_tools
+    from graphs.execution import recorder
+    from graphs.execution.toolset import workflow_tools
 
     # One batch of finished rows, however slow the machine (batches are also time-bounded).
     monkeypatch.setattr(recorder, "FLUSH_SECONDS", 60)

@@ -11,7 +11,8 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
-from graphs import runs
+from graphs.authoring.services import workflow_save
+from graphs.authoring.validation import validate_workflow
 from graphs.engine.outputs import OutputCheck
 from graphs.engine.schemas import (
     SchemaUnresolvable,
@@ -19,10 +20,9 @@ from graphs.engine.schemas import (
     schema_errors,
     schema_validator,
 )
+from graphs.execution import runs
+from graphs.execution.runs import RunRequest, WorkflowCallError, workflow_call
 from graphs.models import Workflow, WorkflowVersion
-from graphs.runs import RunRequest, WorkflowCallError, workflow_call
-from graphs.services import workflow_save
-from graphs.validation import validate_workflow
 from nodespecs.audit import caller_command
 from tests.graphs.conftest import FILES
 from tests.witnesses import Listener

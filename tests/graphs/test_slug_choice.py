@@ -8,10 +8,10 @@ import pytest
 from django.db import IntegrityError, connection
 from django.test.utils import CaptureQueriesContext
 
-from graphs import services
+from graphs.authoring import services
+from graphs.authoring.services import group_save
+from graphs.authoring.slugs import slug_for
 from graphs.models import WorkflowGroup
-from graphs.services import group_save
-from graphs.slugs import slug_for
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 from django.db.models import F
 
-from graphs.drafts import DraftRefused, draft_create, draft_update, version_publish
+from graphs.authoring.drafts import DraftRefused, draft_create, draft_update, version_publish
 from graphs.models import Run, StoredBytes, Workflow
 from nodespecs.audit import Caller
 

@@ -12,9 +12,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.db import connections
 
-from graphs import control
-from graphs.tasks import run_queued
-from mcp_endpoint import asgi
+from graphs.execution import control
+from graphs.execution.queue import run_queued
+from mcp_endpoint.transports import asgi
 from tests.graphs.conftest import import_file
 from tests.mcp_endpoint.helpers import make_key
 

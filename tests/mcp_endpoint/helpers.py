@@ -7,7 +7,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 
-from mcp_endpoint.keys import api_key_create
+from mcp_endpoint.access.keys import api_key_create
 from mcp_endpoint.models import Scope
 
 URL = "/mcp"
@@ -200,8 +200,8 @@ def disable_workflow(name: str) -> None:
     database."""
     from django.db import connections
 
+    from graphs.authoring.services import workflow_set_enabled
     from graphs.models import Workflow
-    from graphs.services import workflow_set_enabled
 
     try:
         workflow_set_enabled(workflow=Workflow.objects.get(name=name), enabled=False)

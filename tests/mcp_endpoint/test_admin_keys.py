@@ -2,7 +2,7 @@
 
 import pytest
 
-from mcp_endpoint.keys import api_key_authenticate, api_key_create
+from mcp_endpoint.access.keys import api_key_authenticate, api_key_create
 from mcp_endpoint.models import ApiKey
 
 pytestmark = pytest.mark.django_db

@@ -13,8 +13,10 @@ import pytest
 from django.conf import settings
 from django.db import connections
 
-from mcp_endpoint import admission, asgi, keys
-from nodespecs import registry, snapshots
+from mcp_endpoint.access import admission, keys
+from mcp_endpoint.transports import asgi
+from nodespecs import snapshots
+from nodespecs.knowledge import registry
 from tests.mcp_endpoint.helpers import CAPABILITIES_KEY, MODERN, VERSION_KEY, make_key
 
 

@@ -15,10 +15,10 @@ import redis
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from mcp_endpoint import ratelimit
-from mcp_endpoint.keys import api_key_create, api_key_revoke
+from mcp_endpoint.access import ratelimit
+from mcp_endpoint.access.keys import api_key_create, api_key_revoke
+from mcp_endpoint.features.tools import TOOLS
 from mcp_endpoint.models import ApiKey, Scope
-from mcp_endpoint.tools import TOOLS
 from tests.mcp_endpoint.helpers import (
     initialize,
     legacy,
@@ -370,7 +370,7 @@ def test_setup_demo_prints_a_working_key_with_every_scope(client):
     out, _ = run_command("setup_demo")
     assert "Demo admin: username admin" in out
     secret = demo_key(out)
-    # The built-in tools, and the three example workflows it leaves (graphs/examples.py).
+    # The built-in tools, and the three example workflows it leaves (graphs/authoring/examples.py).
     assert len(result(modern(client, "tools/list", key=secret))["tools"]) == len(TOOLS) + 3
     assert result(modern(client, "tools/call", TOOL_CALL, key=secret))["isError"] is False
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mcp_endpoint.tools import TOOLS
+from mcp_endpoint.features.tools import TOOLS
 from tests.mcp_endpoint.helpers import (
     JSON,
     MODERN,

@@ -10,11 +10,11 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from graphs.files import provider_entry
+from graphs.authoring.files import provider_entry
 from graphs.models import Workflow, WorkflowGroup, WorkflowVersion
 from mcp_endpoint.models import ApiKey
 from nodespecs.models import AuditEvent, Provider
-from nodespecs.providers import ProviderRefreshError, provider_refresh
+from nodespecs.providers.lifecycle import ProviderRefreshError, provider_refresh
 from tests.mcp_endpoint.helpers import make_key, modern, result, rpc_error
 
 pytestmark = pytest.mark.timeout(30)

@@ -8,8 +8,8 @@ import orjson
 import pytest
 from mcp import types
 
-from mcp_endpoint import dispatch
-from mcp_endpoint.encoding import encode_json
+from mcp_endpoint.protocol import dispatch
+from mcp_endpoint.protocol.encoding import encode_json
 from tests.mcp_endpoint.helpers import legacy, legacy_session, modern, result
 
 

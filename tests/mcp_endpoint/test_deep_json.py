@@ -15,10 +15,10 @@ import pytest
 from django.db import connection
 
 from bench.hostile_inputs import HOSTILE_FILE, nested_text
-from graphs.files import graph_import
+from graphs.authoring.files import graph_import
+from graphs.execution.nesting import TRUNCATED_KEY
 from graphs.models import Run
-from graphs.nesting import TRUNCATED_KEY
-from mcp_endpoint import workflow_calls
+from mcp_endpoint.calls import workflow_calls
 from tests.graphs.conftest import OPERATOR
 from tests.mcp_endpoint.helpers import (
     auth_headers,

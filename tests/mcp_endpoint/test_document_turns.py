@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from bench.hostile_inputs import many_nodes, tool_call_text
-from mcp_endpoint import asgi
+from mcp_endpoint.transports import asgi
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -11,10 +11,12 @@ import pytest
 from django.conf import settings
 from django.core.exceptions import SynchronousOnlyOperation
 
-from graphs.toolset import refresh_workflow_tools
-from mcp_endpoint import admission, asgi
-from mcp_endpoint.auth import authenticate
-from nodespecs.knowledge import (
+from graphs.execution.toolset import refresh_workflow_tools
+from mcp_endpoint.access import admission
+from mcp_endpoint.access.auth import authenticate
+from mcp_endpoint.transports import asgi
+from nodespecs.knowledge.registry import refresh_registry
+from nodespecs.knowledge.service import (
     EVENT_LOOP_NODES,
     MAX_NAME_CHARACTERS,
     KnowledgeError,
@@ -22,7 +24,6 @@ from nodespecs.knowledge import (
     get_node_types,
     search_nodes,
 )
-from nodespecs.registry import refresh_registry
 from tests.graphs.conftest import import_file
 from tests.mcp_endpoint.helpers import auth_headers, envelope, make_key, modern
 from tests.mcp_endpoint.test_asgi import answer_in_app
@@ -154,7 +155,7 @@ def test_over_rest_the_same_caps_are_tool_errors(client, key):
 
 
 def test_the_input_schemas_show_the_length_limits():
-    from mcp_endpoint.tools import TOOLS
+    from mcp_endpoint.features.tools import TOOLS
 
     search = TOOLS["search_nodes"].input_schema()["properties"]["query"]
     assert search["maxLength"] == MAX_QUERY_CHARACTERS
@@ -263,7 +264,8 @@ def test_over_the_asgi_app_a_misspelt_name_is_answered_on_a_thread_counted_once(
 
 
 def test_a_small_workflow_call_starts_in_the_loop(db):
-    """Its run goes on the reply's threads (graphs/follow.py): answering the request itself
+    """Its run goes on the reply's threads (graphs/execution/follow.py): answering the request
+    itself
     only wraps the call. A large body still goes to a thread."""
     import_file("loops.yaml")
     small = tools_call("sum_to", {"n": 3})

@@ -22,9 +22,9 @@ PRODUCT = ("config", "nodespecs", "graphs", "mcp_endpoint")
 START = """
 import json, django
 django.setup()
-from graphs.services import RESERVED_TOOL_NAMES
-from mcp_endpoint import prompts, resources
-from mcp_endpoint.dispatch import EXTRA_TOOLS
+from graphs.authoring.services import RESERVED_TOOL_NAMES
+from mcp_endpoint.features import prompts, resources
+from mcp_endpoint.protocol.dispatch import EXTRA_TOOLS
 print(json.dumps({
     "tools": sorted(EXTRA_TOOLS),
     "reserved": "test_simple_text" in RESERVED_TOOL_NAMES,

@@ -11,9 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from graphs.follow import Threads
+from graphs.execution.follow import Threads
 from graphs.models import WorkflowGroup
-from mcp_endpoint import list_changes
+from mcp_endpoint.protocol import list_changes
 from tests.graphs.conftest import import_file
 from tests.mcp_endpoint.helpers import (
     BOTH,
@@ -100,7 +100,7 @@ def test_a_group_endpoint_calls_its_workflows_and_no_others(client, key, groups)
 
 def test_server_discover_answers_as_the_graph_file(client, key, groups):
     WorkflowGroup.objects.filter(slug="loops").update(instructions="Loop with care.")
-    from graphs.services import group_save
+    from graphs.authoring.services import group_save
 
     group_save(WorkflowGroup.objects.get(slug="loops"))
     discovered = result(modern(client, "server/discover", key=key, url=LOOPS))

@@ -21,9 +21,9 @@ import pytest
 from django.conf import settings as django_settings
 from pythonjsonlogger.orjson import OrjsonFormatter
 
-from graphs.files import graph_import
+from graphs.authoring.files import graph_import
 from graphs.models import Run
-from mcp_endpoint.keys import api_key_create
+from mcp_endpoint.access.keys import api_key_create
 from mcp_endpoint.models import Scope
 from tests.graphs.conftest import OPERATOR
 from tests.mcp_endpoint.test_metrics import (

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from mcp_endpoint.tools import TOOLS
+from mcp_endpoint.features.tools import TOOLS
 from tests.mcp_endpoint.helpers import (
     JSON,
     LATEST_LEGACY,

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from graphs.models import Run
-from mcp_endpoint import workflow_calls
-from mcp_endpoint.stdio import serve
-from nodespecs.call_lineage import HEADER, META_KEY
+from mcp_endpoint.calls import workflow_calls
+from mcp_endpoint.transports.stdio import serve
+from nodespecs.downstream.call_lineage import HEADER, META_KEY
 from tests.mcp_endpoint.helpers import (
     auth_headers,
     legacy,

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from graphs.models import Workflow
-from nodespecs import mcp_client
-from nodespecs.mcp_client import Connection, DownstreamError
+from nodespecs.downstream import client as mcp_client
+from nodespecs.downstream.client import Connection, DownstreamError
 from tests.mcp_endpoint.helpers import auth_headers, make_key
 from tests.mcp_endpoint.test_metrics import delta, requests_of, scrape
 

@@ -1,6 +1,6 @@
 """`/metrics`: who may scrape it, and counts that match what was sent (issue 18, item 3).
 
-The load goes through the lean ASGI app that uvicorn serves (`mcp_endpoint.asgi.mcp_app`)
+The load goes through the lean ASGI app that uvicorn serves (`mcp_endpoint.transports.asgi.mcp_app`)
 and the REST API through Django; the scrape is read with prometheus-client's own parser.
 The metrics of this process accumulate over the test session, so each test compares a scrape
 after its load with one before.
@@ -28,13 +28,13 @@ from django.db import connections
 from prometheus_client.parser import text_string_to_metric_families
 
 from config.celery import _serve_metrics
-from graphs.runs import RunRequest, workflow_call
-from graphs.telemetry import CELERY_QUEUE
-from mcp_endpoint import asgi
-from nodespecs import mcp_client
-from nodespecs.knowledge import get_node_details
-from nodespecs.mcp_client import Connection, DownstreamError
-from nodespecs.registry import Registry
+from graphs.execution.runs import RunRequest, workflow_call
+from graphs.execution.telemetry import CELERY_QUEUE
+from mcp_endpoint.transports import asgi
+from nodespecs.downstream import client as mcp_client
+from nodespecs.downstream.client import Connection, DownstreamError
+from nodespecs.knowledge.registry import Registry
+from nodespecs.knowledge.service import get_node_details
 from nodespecs.telemetry import serve_metrics_port
 from tests.mcp_endpoint.helpers import (
     CAPABILITIES_KEY,
@@ -252,8 +252,8 @@ def test_metrics_need_the_scope_or_an_allowed_address(client, settings):
 
 
 def test_nothing_is_counted_when_metrics_are_off(client, settings):
-    from mcp_endpoint import telemetry
-    from mcp_endpoint.http_messages import Facts, Outbound
+    from mcp_endpoint.observability import telemetry
+    from mcp_endpoint.transports.http_messages import Facts, Outbound
 
     scraper = make_key(scopes=["metrics:read"])
     before = scrape(client, scraper)
@@ -272,8 +272,8 @@ RECORDER = textwrap.dedent(
     """
     import sys, django
     django.setup()
-    from mcp_endpoint import telemetry
-    from mcp_endpoint.http_messages import Facts, Outbound
+    from mcp_endpoint.observability import telemetry
+    from mcp_endpoint.transports.http_messages import Facts, Outbound
     from nodespecs.telemetry import pool_size_changed
     for _ in range(int(sys.argv[1])):
         outbound = Outbound(200, facts=Facts(method="tools/list", era="2026-07-28"))
@@ -287,9 +287,9 @@ SCRAPER = textwrap.dedent(
     """
     import django
     django.setup()
-    from mcp_endpoint.telemetry import exposition
+    from mcp_endpoint.observability.telemetry import exposition
     from unittest import mock
-    with mock.patch("graphs.telemetry.RunQueueCollector.collect", return_value=iter(())):
+    with mock.patch("graphs.execution.telemetry.RunQueueCollector.collect", return_value=iter(())):
         print(exposition().content.decode())
     """
 )

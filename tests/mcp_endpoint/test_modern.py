@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from mcp_endpoint import dispatch
-from mcp_endpoint.tools import TOOLS
+from mcp_endpoint.features.tools import TOOLS
+from mcp_endpoint.protocol import dispatch
 from tests.mcp_endpoint.helpers import (
     BOTH,
     LOG_LEVEL_KEY,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_endpoint.origins import Origin, origin_allowed, parse_origin
+from mcp_endpoint.access.origins import Origin, origin_allowed, parse_origin
 from tests.mcp_endpoint.helpers import modern
 
 

@@ -17,11 +17,11 @@ import pytest
 from django.db import connections
 from opentelemetry import trace
 
-from graphs.files import graph_import
+from graphs.authoring.files import graph_import
 from graphs.models import Run
-from mcp_endpoint import telemetry
-from mcp_endpoint.stdio import serve
-from nodespecs import mcp_client
+from mcp_endpoint.observability import telemetry
+from mcp_endpoint.transports.stdio import serve
+from nodespecs.downstream import client as mcp_client
 from tests.graphs.conftest import OPERATOR
 from tests.mcp_endpoint.helpers import make_key, modern, sse_messages
 from tests.mcp_endpoint.test_json_logs import events, json_lines, parsed  # noqa: F401

@@ -10,9 +10,9 @@ import pytest
 from django.conf import settings
 from mcp import types
 
-from mcp_endpoint import dispatch, interaction
-from mcp_endpoint.errors import RpcError
-from mcp_endpoint.interaction import (
+from mcp_endpoint.protocol import dispatch, interaction
+from mcp_endpoint.protocol.errors import RpcError
+from mcp_endpoint.protocol.interaction import (
     REQUEST_STATE_TTL_SECONDS,
     InputRequest,
     StateBinding,

@@ -10,11 +10,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from mcp import types
 
-from graphs import follow as follow_module
-from graphs.follow import Threads
-from graphs.runs import RunOutcome, RunRequest
-from graphs.toolset import WorkflowTool
-from mcp_endpoint.workflow_calls import WorkflowCall, follow
+from graphs.execution import follow as follow_module
+from graphs.execution.follow import Threads
+from graphs.execution.runs import RunOutcome, RunRequest
+from graphs.execution.toolset import WorkflowTool
+from mcp_endpoint.calls.workflow_calls import WorkflowCall, follow
 from tests.graphs.test_direct_turns import StandIns
 
 pytestmark = [pytest.mark.timeout(30)]

@@ -10,10 +10,10 @@ from datetime import timedelta
 import jsonschema
 import pytest
 
+from graphs.history.run_api_queries import MAX_PAGE, run_read, runs_read
 from graphs.models import Run
-from graphs.run_api_queries import MAX_PAGE, run_read, runs_read
-from mcp_endpoint import run_tools
-from mcp_endpoint.tools import TOOLS
+from mcp_endpoint.features import run_tools
+from mcp_endpoint.features.tools import TOOLS
 from tests.mcp_endpoint.helpers import (
     auth_headers,
     legacy,

@@ -20,11 +20,12 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connections
 
-from graphs import liveness
+from graphs.authoring.files import graph_import
 from graphs.engine import CancelToken
-from graphs.files import graph_import
+from graphs.execution import liveness
 from graphs.models import Run, Workflow
-from mcp_endpoint import asgi, sessions
+from mcp_endpoint.protocol import sessions
+from mcp_endpoint.transports import asgi
 from nodespecs.audit import caller_command
 from tests.mcp_endpoint.helpers import BOTH, LATEST_LEGACY, legacy, legacy_session, make_key
 from tests.mcp_endpoint.test_sse import (

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from mcp_endpoint import sessions
-from mcp_endpoint.asgi import sse_app
-from mcp_endpoint.auth import authenticate
-from mcp_endpoint.core import Caller
+from mcp_endpoint.access.auth import authenticate
+from mcp_endpoint.protocol import sessions
+from mcp_endpoint.protocol.core import Caller
+from mcp_endpoint.transports.asgi import sse_app
 from tests.mcp_endpoint.helpers import (
     LATEST_LEGACY,
     MODERN,
@@ -307,7 +307,7 @@ def test_a_discover_probe_before_initialize_is_answered_and_so_are_stateless_req
 
 def test_a_stream_of_a_key_without_tools_read_never_hears_that_the_tools_changed(key, monkeypatch):
     """As a 2025 session's GET stream refuses such a key: it may not list tools."""
-    from mcp_endpoint import list_changes
+    from mcp_endpoint.protocol import list_changes
     from tests.graphs.conftest import import_file
 
     monkeypatch.setattr(list_changes, "LISTEN_POLL_SECONDS", 0.05)
@@ -383,7 +383,7 @@ def test_the_transports_own_revision_is_negotiated(key):
 
 
 def test_a_stream_hears_that_the_tools_changed(key, monkeypatch):
-    from mcp_endpoint import list_changes
+    from mcp_endpoint.protocol import list_changes
     from tests.graphs.conftest import import_file
 
     monkeypatch.setattr(list_changes, "LISTEN_POLL_SECONDS", 0.05)

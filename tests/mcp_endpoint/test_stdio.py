@@ -16,9 +16,9 @@ from django.core.management import CommandError, call_command
 from mcp import types
 
 from graphs.models import Run
-from mcp_endpoint.dispatch import EXTRA_TOOLS, ExtraTool
-from mcp_endpoint.interaction import InputRequest
-from mcp_endpoint.stdio import serve
+from mcp_endpoint.protocol.dispatch import EXTRA_TOOLS, ExtraTool
+from mcp_endpoint.protocol.interaction import InputRequest
+from mcp_endpoint.transports.stdio import serve
 from tests.graphs.conftest import import_file
 from tests.mcp_endpoint.helpers import disable_workflow
 
@@ -188,7 +188,7 @@ def test_requests_before_initialize_are_refused_saying_what_to_send(transactiona
 
 
 def test_one_groups_server_over_stdio_hears_that_its_tools_changed(loops, monkeypatch):
-    from mcp_endpoint import list_changes
+    from mcp_endpoint.protocol import list_changes
 
     monkeypatch.setattr(list_changes, "LISTEN_POLL_SECONDS", 0.05)
     import_file("flat_form.yaml")

@@ -14,11 +14,12 @@ from typing import Any, Literal
 import pytest
 from mcp import types
 
-from mcp_endpoint import dispatch, tool_tasks
-from mcp_endpoint.errors import RpcError
-from mcp_endpoint.interaction import InputRequest
-from mcp_endpoint.task_extension import EXTENSION, task_tool
-from mcp_endpoint.tool_tasks import START_TASK, TaskRecord
+from mcp_endpoint.calls import tool_tasks
+from mcp_endpoint.calls.task_extension import EXTENSION, task_tool
+from mcp_endpoint.calls.tool_tasks import START_TASK, TaskRecord
+from mcp_endpoint.protocol import dispatch
+from mcp_endpoint.protocol.errors import RpcError
+from mcp_endpoint.protocol.interaction import InputRequest
 from tests.mcp_endpoint.helpers import (
     CAPABILITIES_KEY,
     legacy,
@@ -264,7 +265,7 @@ def test_a_tool_error_completes_and_a_protocol_error_or_crash_fails(
     }
     assert "result" not in broke
 
-    with caplog.at_level(logging.ERROR, logger="mcp_endpoint.tool_tasks"):
+    with caplog.at_level(logging.ERROR, logger="mcp_endpoint.calls.tool_tasks"):
         crashed = ended(client, key, call(client, key, "crashes", arguments={})["taskId"])
     assert crashed["status"] == "failed"
     assert crashed["error"]["code"] == types.INTERNAL_ERROR

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from mcp_endpoint.features.tools import TOOLS
 from mcp_endpoint.models import Scope
-from mcp_endpoint.tools import TOOLS
 from tests.mcp_endpoint.helpers import (
     auth_headers,
     legacy,

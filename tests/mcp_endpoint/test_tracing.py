@@ -23,14 +23,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from graphs import control, tracing
-from graphs.files import graph_import
+from graphs.authoring.files import graph_import
+from graphs.execution import control, tracing
+from graphs.execution.queue import run_queued
+from graphs.execution.reaper import runs_reap
+from graphs.execution.runs import RunRequest, run_create
 from graphs.models import Run
-from graphs.reaper import runs_reap
-from graphs.runs import RunRequest, run_create
-from graphs.tasks import run_queued
 from mcp_endpoint.models import ApiKey
-from nodespecs import mcp_client
+from nodespecs.downstream import client as mcp_client
 from tests.conftest import ROOT
 from tests.graphs.conftest import FILES, OPERATOR
 from tests.mcp_endpoint.helpers import legacy, legacy_session, make_key, modern, result

@@ -1,5 +1,5 @@
 """A database or cache that does not answer is a 503 with Retry-After, which a client may
-retry, not a 500 (mcp_endpoint/errors.py: unavailable_errors)."""
+retry, not a 500 (mcp_endpoint/protocol/errors.py: unavailable_errors)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from contextlib import contextmanager
 from django.db import OperationalError
 from django.test import override_settings
 
-from mcp_endpoint import admission, asgi
+from mcp_endpoint.access import admission
+from mcp_endpoint.transports import asgi
 from tests.mcp_endpoint.helpers import make_key, modern, rpc_error
 from tests.mcp_endpoint.test_asgi import answer_in_app, tools_list_arguments
 
@@ -50,7 +51,7 @@ def assert_mcp_unavailable(response) -> None:
 
 def test_a_cache_down_is_a_503_over_mcp(client, key, settings, caplog):
     settings.REDIS_URL = unanswered_redis_url()  # the rate limit counts there
-    with caplog.at_level(logging.ERROR, logger="mcp_endpoint.errors"):
+    with caplog.at_level(logging.ERROR, logger="mcp_endpoint.protocol.errors"):
         response = modern(client, "tools/list", key=key)
     assert_mcp_unavailable(response)
     assert "Retry in 5 seconds" in rpc_error(response)["message"]
@@ -61,7 +62,7 @@ def test_a_database_down_is_a_503_over_mcp(client, transactional_db, monkeypatch
     def refused(*args, **kwargs):
         raise OperationalError("connection to server at 127.0.0.1, port 5432 failed")
 
-    monkeypatch.setattr("mcp_endpoint.auth.api_key_authenticate", refused)
+    monkeypatch.setattr("mcp_endpoint.access.auth.api_key_authenticate", refused)
     response = modern(client, "tools/list", key=make_key())
     assert_mcp_unavailable(response)
 

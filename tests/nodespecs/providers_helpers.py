@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodespecs import mcp_client
+from nodespecs.downstream import client
 from nodespecs.models import Provider
 from tests.peers import echo_server_command
 
@@ -12,9 +12,9 @@ from tests.peers import echo_server_command
 @pytest.fixture
 def servers():
     """Stops every downstream server the test started (and any left by an earlier test)."""
-    mcp_client.close_all()
+    client.close_all()
     yield
-    mcp_client.close_all()
+    client.close_all()
 
 
 def echo_provider(name: str = "echo", **fields) -> Provider:

@@ -11,9 +11,9 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from nodespecs.admin import TAGS_LISTED
-from nodespecs.forms import NodeSpecForm
+from nodespecs.admin.forms import NodeSpecForm
+from nodespecs.knowledge.specs import spec_save
 from nodespecs.models import DOCUMENT_FIELDS, NodeSpec, NodeSpecRevision
-from nodespecs.services import spec_save
 
 CHANGELIST = reverse("admin:nodespecs_nodespec_changelist")
 ADD = reverse("admin:nodespecs_nodespec_add")

@@ -11,11 +11,11 @@ from django.contrib.auth.models import Permission
 from django.core.management import call_command
 from django.urls import reverse
 
-from graphs.admin_forms import editor_text
+from graphs.admin.forms import editor_text
 from graphs.models import Workflow
-from mcp_endpoint.keys import api_key_create
+from mcp_endpoint.access.keys import api_key_create
 from mcp_endpoint.models import ApiKey
-from nodespecs.admin_audit import audit_url
+from nodespecs.admin.audit import audit_url
 from nodespecs.audit import Action, audit_record
 from nodespecs.models import AuditEvent, NodeSpec, Provider
 from tests.graphs.conftest import import_file
@@ -214,7 +214,8 @@ tools:
         ] == [
             ("command:create_api_key", "created", "robot"),
             ("command:setup_demo", "created", "demo"),
-            # The example workflows, and count_files's server, made once (graphs/examples.py).
+            # The example workflows, and count_files's server, made once
+            # (graphs/authoring/examples.py).
             ("command:setup_demo", "created", "add_up_to"),
             ("command:setup_demo", "created", "classify_number"),
             ("command:setup_demo", "created", "filesystem"),

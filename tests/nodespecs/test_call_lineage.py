@@ -11,9 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from nodespecs import call_lineage, mcp_client
-from nodespecs.call_lineage import HEADER, META_KEY, Hop
-from nodespecs.mcp_client import Connection
+from nodespecs.downstream import call_lineage, client
+from nodespecs.downstream.call_lineage import HEADER, META_KEY, Hop
+from nodespecs.downstream.client import Connection
 from tests.peers import echo_http_server, echo_server_command
 
 pytestmark = [pytest.mark.timeout(60)]
@@ -51,9 +51,9 @@ def test_of_the_meta_and_the_header_the_longer_lineage_is_believed():
 
 @pytest.fixture(autouse=True)
 def _fresh_pool():
-    mcp_client.close_all()
+    client.close_all()
     yield
-    mcp_client.close_all()
+    client.close_all()
 
 
 @pytest.fixture
@@ -63,7 +63,7 @@ def probe_tools(monkeypatch):
 
 def received(connection: Connection, lineage=()) -> dict:
     """What the echo peer says its `meta` call came with."""
-    answer = mcp_client.call_tool(connection, "meta", {}, lineage=lineage)
+    answer = client.call_tool(connection, "meta", {}, lineage=lineage)
     return json.loads(answer.content[0].text)
 
 
@@ -86,7 +86,7 @@ def test_each_call_on_one_pooled_http_session_carries_its_own_lineage_in_meta_an
     for lineage, answer in zip(lineages, answers, strict=True):
         assert answer["meta"][META_KEY] == call_lineage.as_json(lineage)
         assert answer["lineage"] == call_lineage.as_header(lineage)
-    assert mcp_client.pool_size() == 1
+    assert client.pool_size() == 1
 
 
 @pytest.mark.slow

@@ -2,9 +2,9 @@
 
 import pytest
 
-from nodespecs.catalog import read_builtin_catalog
-from nodespecs.knowledge import get_node_details
-from nodespecs.specformat import HIL_CLASSIFICATIONS, NODE_TYPES, dump_spec_document
+from nodespecs.knowledge.catalog import read_builtin_catalog
+from nodespecs.knowledge.service import get_node_details
+from nodespecs.knowledge.specformat import HIL_CLASSIFICATIONS, NODE_TYPES, dump_spec_document
 
 # Every subtype the seed documents name: 001 (canonical) and 000 (older names, as aliases).
 SEED_001_NAMES = {

@@ -7,10 +7,10 @@ import io
 import pytest
 from django.core.management import call_command
 
-from nodespecs.catalog import document_digest, load_builtin_catalog, read_builtin_catalog
+from nodespecs.knowledge.catalog import document_digest, load_builtin_catalog, read_builtin_catalog
+from nodespecs.knowledge.specformat import dump_spec_document
+from nodespecs.knowledge.specs import spec_save
 from nodespecs.models import NodeSpec, NodeSpecRevision
-from nodespecs.services import spec_save
-from nodespecs.specformat import dump_spec_document
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""The egress policy (nodespecs/egress.py) for servers an agent names: every spelling of an
+"""The egress policy (nodespecs/downstream/egress.py) for servers an agent names: every spelling of
+an
 internal address refused after DNS, the operator's exemptions, enforcement on every connection
 (a listener on 127.0.0.1 sees nothing), and errors that say only the class of a failure."""
 
@@ -17,11 +18,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx2
 import pytest
 
-from graphs.validation import validate_workflow
-from nodespecs import egress, mcp_client
+from graphs.authoring.validation import validate_workflow
 from nodespecs.audit import Caller, caller_command
-from nodespecs.egress import CheckedTransport, EgressPolicy, EgressRefused, address_class
-from nodespecs.mcp_client import Connection, DownstreamError, DownstreamTimeout
+from nodespecs.downstream import client as mcp_client
+from nodespecs.downstream import egress
+from nodespecs.downstream.client import Connection, DownstreamError, DownstreamTimeout
+from nodespecs.downstream.egress import CheckedTransport, EgressPolicy, EgressRefused, address_class
 from tests.graphs.validation.helpers import count_files
 from tests.peers import echo_http_server, free_port
 from tests.witnesses import Listener
@@ -346,7 +348,7 @@ def loopback_allowed(settings):
 def test_an_http_error_is_told_as_not_an_mcp_server_and_logged_in_full(
     loopback_allowed, caplog, transport, server_args
 ):
-    caplog.set_level(logging.INFO, logger="nodespecs.mcp_client")
+    caplog.set_level(logging.INFO, logger="nodespecs.downstream.client")
     with echo_http_server("--require-token", "s3cret", *server_args) as url:
         connection = Connection(name="agents", transport=transport, url=url, egress_checked=True)
         with pytest.raises(DownstreamError) as failure:
@@ -369,7 +371,7 @@ def test_a_body_and_reason_phrase_are_never_quoted(loopback_allowed, caplog):
         handler.end_headers()
         handler.wfile.write(body)
 
-    caplog.set_level(logging.INFO, logger="nodespecs.mcp_client")
+    caplog.set_level(logging.INFO, logger="nodespecs.downstream.client")
     with http_server("127.0.0.1", leaky) as (port, _):
         connection = Connection(
             name="leaky", transport="streamable_http", url=f"http://127.0.0.1:{port}/mcp",

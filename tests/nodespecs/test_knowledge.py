@@ -4,15 +4,15 @@ import time
 
 import pytest
 
-from nodespecs.knowledge import (
+from nodespecs.knowledge.registry import Registry
+from nodespecs.knowledge.service import (
     MAX_APPROXIMATE_PER_CALL,
     KnowledgeError,
     get_node_details,
     get_node_types,
     search_nodes,
 )
-from nodespecs.registry import Registry
-from nodespecs.specformat import NODE_TYPES
+from nodespecs.knowledge.specformat import NODE_TYPES
 
 
 def detail(registry, node_type, subtype, **options):

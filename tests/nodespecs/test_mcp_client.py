@@ -19,16 +19,17 @@ import httpx2
 import pytest
 from mcp.shared._httpx_utils import sse_within_origin
 
-from nodespecs import mcp_client, mcp_pool
-from nodespecs.mcp_client import Connection, DownstreamError, DownstreamTimeout
-from nodespecs.mcp_limits import (
+from nodespecs.downstream import client
+from nodespecs.downstream import pool as mcp_pool
+from nodespecs.downstream.client import Connection, DownstreamError, DownstreamTimeout
+from nodespecs.downstream.limits import (
     SDK_SSE_EVENT_BYTES,
     TOO_LARGE_MARK,
     BodyTooLarge,
     EventTooLarge,
     count_as_it_arrives,
 )
-from nodespecs.mcp_stdio import LineSplitter, MessageTooLarge
+from nodespecs.downstream.stdio import LineSplitter, MessageTooLarge
 from tests.peers import echo_http_server, echo_server_command, free_port
 
 # Each test waits on echo peers for a few seconds at most; a minute means one has hung.
@@ -38,9 +39,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 @pytest.fixture(autouse=True)
 def _fresh_pool():
     """Each test starts its own servers and leaves none running."""
-    mcp_client.close_all()
+    client.close_all()
     yield
-    mcp_client.close_all()
+    client.close_all()
 
 
 def echo(name: str = "echo", **env: str) -> Connection:
@@ -52,7 +53,7 @@ def echo(name: str = "echo", **env: str) -> Connection:
 
 
 def server_pid(connection: Connection) -> int:
-    return mcp_client.call_tool(connection, "pid", {}).structured_content["result"]
+    return client.call_tool(connection, "pid", {}).structured_content["result"]
 
 
 def is_running(pid: int) -> bool:
@@ -74,26 +75,26 @@ def wait_until(condition, seconds: float = 10.0) -> None:
 def test_calls_to_one_server_reuse_its_process():
     connection = echo()
     first = server_pid(connection)
-    assert mcp_client.call_tool(connection, "echo", {"value": "hi"}).content[0].text == "hi"
+    assert client.call_tool(connection, "echo", {"value": "hi"}).content[0].text == "hi"
     assert server_pid(connection) == first
-    assert mcp_client.pool_size() == 1
+    assert client.pool_size() == 1
 
 
 def test_connections_with_the_same_settings_share_one_server_whatever_their_name():
     first = echo("from-graph-a")
     second = Connection(**{**first.__dict__, "name": "from-graph-b", "timeout_seconds": 5.0})
     assert server_pid(first) == server_pid(second)
-    assert mcp_client.pool_size() == 1
+    assert client.pool_size() == 1
 
 
 def test_a_tool_error_is_returned_as_a_result_not_raised():
-    result = mcp_client.call_tool(echo(), "fail", {"message": "the disk is full"})
+    result = client.call_tool(echo(), "fail", {"message": "the disk is full"})
     assert result.is_error
     assert "the disk is full" in result.content[0].text
 
 
 def test_structured_output_comes_back_as_structured_content():
-    result = mcp_client.call_tool(echo(), "add", {"a": 2, "b": 3})
+    result = client.call_tool(echo(), "add", {"a": 2, "b": 3})
     assert result.structured_content == {"sum": 5}
 
 
@@ -101,7 +102,7 @@ def test_a_crash_fails_the_call_in_flight_with_the_exit_code_and_stderr():
     connection = echo()
     server_pid(connection)
     with pytest.raises(DownstreamError) as failure:
-        mcp_client.call_tool(connection, "crash", {})
+        client.call_tool(connection, "crash", {})
     message = str(failure.value)
     assert "'echo'" in message
     assert "exited with code 3 while handling tools/call 'crash'" in message
@@ -112,12 +113,10 @@ def test_the_call_after_a_crash_runs_on_a_restarted_server():
     connection = echo()
     before = server_pid(connection)
     with pytest.raises(DownstreamError):
-        mcp_client.call_tool(connection, "crash", {})
+        client.call_tool(connection, "crash", {})
     after = server_pid(connection)
     assert after != before
-    assert mcp_client.call_tool(connection, "add", {"a": 1, "b": 1}).structured_content == {
-        "sum": 2
-    }
+    assert client.call_tool(connection, "add", {"a": 1, "b": 1}).structured_content == {"sum": 2}
 
 
 def test_a_server_killed_while_idle_is_restarted_without_failing_the_next_call():
@@ -125,7 +124,7 @@ def test_a_server_killed_while_idle_is_restarted_without_failing_the_next_call()
     before = server_pid(connection)
     os.kill(before, signal.SIGKILL)
     # The pool notices the server hung up and retires its session on its own.
-    wait_until(lambda: mcp_client.pool_size() == 0)
+    wait_until(lambda: client.pool_size() == 0)
     assert server_pid(connection) != before
 
 
@@ -137,7 +136,7 @@ def test_a_slow_call_times_out_without_holding_up_calls_to_another_server():
     def call_slow() -> None:
         started = time.monotonic()
         try:
-            mcp_client.call_tool(slow, "sleep", {"seconds": 30}, timeout=1.5)
+            client.call_tool(slow, "sleep", {"seconds": 30}, timeout=1.5)
         except DownstreamTimeout as exc:
             outcome["error"] = str(exc)
         outcome["seconds"] = time.monotonic() - started
@@ -146,7 +145,7 @@ def test_a_slow_call_times_out_without_holding_up_calls_to_another_server():
     thread.start()
     time.sleep(0.3)
     started = time.monotonic()
-    assert mcp_client.call_tool(quick, "echo", {"value": "still here"}).content[0].text
+    assert client.call_tool(quick, "echo", {"value": "still here"}).content[0].text
     quick_seconds = time.monotonic() - started
     assert thread.is_alive(), "the slow call should still be waiting"
     thread.join(10)
@@ -156,7 +155,7 @@ def test_a_slow_call_times_out_without_holding_up_calls_to_another_server():
     assert "did not answer tools/call 'sleep' within 1.5 s" in outcome["error"]
     assert 1.4 < outcome["seconds"] < 3
     # The session survives a timed-out call.
-    assert mcp_client.call_tool(slow, "echo", {"value": "ok"}).content[0].text == "ok"
+    assert client.call_tool(slow, "echo", {"value": "ok"}).content[0].text == "ok"
 
 
 def test_twenty_threads_calling_one_server_at_once_each_get_their_own_answer():
@@ -164,25 +163,25 @@ def test_twenty_threads_calling_one_server_at_once_each_get_their_own_answer():
     with ThreadPoolExecutor(max_workers=20) as executor:
         sums = list(
             executor.map(
-                lambda n: mcp_client.call_tool(
+                lambda n: client.call_tool(
                     connection, "add", {"a": n, "b": 1000}
                 ).structured_content["sum"],
                 range(20),
             )
         )
     assert sums == [n + 1000 for n in range(20)]
-    assert mcp_client.pool_size() == 1
+    assert client.pool_size() == 1
 
 
 def test_list_tools_follows_the_pagination_cursors():
-    tools = mcp_client.list_tools(echo(ECHO_SERVER_PAGE_SIZE="4"))
+    tools = client.list_tools(echo(ECHO_SERVER_PAGE_SIZE="4"))
     assert [tool.name for tool in tools] == ["echo", "add", "sleep", "pid", "crash", "fail"]
 
 
 def test_a_missing_command_is_named_with_what_to_do():
     connection = Connection(name="ghost", transport="stdio", command="no-such-mcp-server")
     with pytest.raises(DownstreamError) as failure:
-        mcp_client.list_tools(connection)
+        client.list_tools(connection)
     assert "'ghost'" in str(failure.value)
     assert "command 'no-such-mcp-server' was not found on PATH" in str(failure.value)
     assert "give its full path" in str(failure.value)
@@ -196,12 +195,12 @@ def test_a_server_that_exits_at_start_reports_its_exit_code_and_stderr():
         args=("-c", "import sys; sys.stderr.write('missing API_TOKEN\\n'); sys.exit(4)"),
     )
     with pytest.raises(DownstreamError) as failure:
-        mcp_client.list_tools(connection)
+        client.list_tools(connection)
     message = str(failure.value)
     assert "'broken'" in message
     assert "exited with code 4 while starting" in message
     assert "missing API_TOKEN" in message
-    assert mcp_client.pool_size() == 0
+    assert client.pool_size() == 0
 
 
 def test_a_server_that_never_answers_times_out_at_start():
@@ -213,7 +212,7 @@ def test_a_server_that_never_answers_times_out_at_start():
         timeout_seconds=1.0,
     )
     with pytest.raises(DownstreamTimeout) as failure:
-        mcp_client.list_tools(connection, timeout=10)
+        client.list_tools(connection, timeout=10)
     assert "did not finish starting within 1 s" in str(failure.value)
 
 
@@ -222,7 +221,7 @@ def test_a_refused_url_says_the_connection_was_refused(transport, path):
     url = f"http://127.0.0.1:{free_port()}{path}"
     connection = Connection(name="offline", transport=transport, url=url)
     with pytest.raises(DownstreamError) as failure:
-        mcp_client.list_tools(connection)
+        client.list_tools(connection)
     message = str(failure.value)
     assert f"'offline' ({transport} {url}) cannot be reached while starting" in message
     assert "Connection refused" in message
@@ -231,10 +230,10 @@ def test_a_refused_url_says_the_connection_was_refused(transport, path):
 
 def test_a_session_left_unused_is_closed_and_its_server_stopped(monkeypatch):
     monkeypatch.setattr(mcp_pool, "IDLE_SECONDS", 0.5)
-    mcp_client.close_all()  # a new pool, checking idleness every 0.125 s
+    client.close_all()  # a new pool, checking idleness every 0.125 s
     connection = echo()
     pid = server_pid(connection)
-    wait_until(lambda: mcp_client.pool_size() == 0, seconds=5)
+    wait_until(lambda: client.pool_size() == 0, seconds=5)
     wait_until(lambda: not is_running(pid), seconds=5)
     assert server_pid(connection) != pid
 
@@ -246,9 +245,9 @@ def test_a_forked_child_starts_its_own_servers_and_leaves_the_parents_alone():
     if child == 0:  # the child: report through the exit status only
         status = 1
         try:
-            if mcp_client.pool_size() == 0 and server_pid(connection) != parents:
+            if client.pool_size() == 0 and server_pid(connection) != parents:
                 status = 0
-            mcp_client.close_all()
+            client.close_all()
         finally:
             os._exit(status)
     _, status = os.waitpid(child, 0)
@@ -259,16 +258,16 @@ def test_a_forked_child_starts_its_own_servers_and_leaves_the_parents_alone():
 def test_close_all_stops_every_server_process():
     connections = [echo("one", ROLE="one"), echo("two", ROLE="two")]
     pids = [server_pid(connection) for connection in connections]
-    assert mcp_client.pool_size() == 2
-    mcp_client.close_all()
-    assert mcp_client.pool_size() == 0
+    assert client.pool_size() == 2
+    client.close_all()
+    assert client.pool_size() == 0
     wait_until(lambda: not any(is_running(pid) for pid in pids), seconds=5)
 
 
 def test_the_pool_works_again_after_close_all():
     connection = echo()
     before = server_pid(connection)
-    mcp_client.close_all()
+    client.close_all()
     assert server_pid(connection) != before
 
 
@@ -280,20 +279,20 @@ def test_calls_over_streamable_http_share_one_session_and_send_the_headers():
             url=url,
             headers=(("Authorization", "Bearer s3cret"),),
         )
-        assert mcp_client.call_tool(connection, "add", {"a": 1, "b": 2}).structured_content == {
+        assert client.call_tool(connection, "add", {"a": 1, "b": 2}).structured_content == {
             "sum": 3
         }
         assert server_pid(connection) == server_pid(connection)
-        assert mcp_client.pool_size() == 1
+        assert client.pool_size() == 1
 
 
 def test_calls_over_sse_work_through_the_pool():
     with echo_http_server("--sse") as url:
         connection = Connection(name="old-web", transport="sse", url=url)
-        assert mcp_client.call_tool(connection, "add", {"a": 2, "b": 2}).structured_content == {
+        assert client.call_tool(connection, "add", {"a": 2, "b": 2}).structured_content == {
             "sum": 4
         }
-        assert [tool.name for tool in mcp_client.list_tools(connection)][:2] == ["echo", "add"]
+        assert [tool.name for tool in client.list_tools(connection)][:2] == ["echo", "add"]
 
 
 @pytest.mark.parametrize(
@@ -305,7 +304,7 @@ def test_a_rejected_token_is_reported_as_http_401_with_what_to_check(transport, 
             name="web", transport=transport, url=url, headers=(("Authorization", "x"),)
         )
         with pytest.raises(DownstreamError) as failure:
-            mcp_client.list_tools(connection)
+            client.list_tools(connection)
     assert "answered HTTP 401 Unauthorized while starting" in str(failure.value)
     assert "check the credentials in the provider's headers" in str(failure.value)
 
@@ -326,7 +325,8 @@ def test_an_unknown_transport_is_refused_with_the_valid_ones():
         Connection(name="w", transport="websocket", url="ws://127.0.0.1")
 
 
-# Answers over MCP_CLIENT_MAX_RESULT_BYTES, refused while they arrive (nodespecs/mcp_limits.py).
+# Answers over MCP_CLIENT_MAX_RESULT_BYTES, refused while they arrive
+# (nodespecs/downstream/limits.py).
 
 
 def test_the_stdio_line_splitter_is_linear_in_a_long_line_and_refuses_it_at_the_limit():
@@ -413,7 +413,7 @@ def test_a_12_mb_stdio_answer_fails_at_once_as_too_large_and_the_server_is_repla
     before = server_pid(connection)
     started = time.monotonic()
     with pytest.raises(DownstreamError) as failure:
-        mcp_client.call_tool(connection, "huge", {"megabytes": 12}, timeout=30)
+        client.call_tool(connection, "huge", {"megabytes": 12}, timeout=30)
     seconds = time.monotonic() - started
     message = str(failure.value)
     assert seconds < 3, f"refused after {seconds:.1f} s"
@@ -451,7 +451,7 @@ def test_a_slow_answer_over_the_limit_fails_as_soon_as_it_passes_it(
         server_pid(connection)
         started = time.monotonic()
         with pytest.raises(DownstreamError) as failure:
-            mcp_client.call_tool(
+            client.call_tool(
                 connection, "trickle", {"megabytes": 3, "per_second": 1, **arguments}, timeout=20
             )
         seconds = time.monotonic() - started
@@ -459,7 +459,7 @@ def test_a_slow_answer_over_the_limit_fails_as_soon_as_it_passes_it(
         assert "sent an answer over the 1,000,000 bytes that MCP_CLIENT_MAX_RESULT_BYTES" in str(
             failure.value
         )
-        assert mcp_client.call_tool(connection, "add", {"a": 1, "b": 2}).structured_content
+        assert client.call_tool(connection, "add", {"a": 1, "b": 2}).structured_content
 
 
 @pytest.mark.parametrize(
@@ -487,6 +487,6 @@ def test_an_answer_over_the_limit_of_legacy_sse_names_the_limit_that_applies(
     with echo_http_server("--sse") as url:
         connection = Connection(name="old-web", transport="sse", url=url)
         with pytest.raises(DownstreamError) as failure:
-            mcp_client.call_tool(connection, "huge", {"megabytes": 2}, timeout=10)
+            client.call_tool(connection, "huge", {"megabytes": 2}, timeout=10)
         assert expected in str(failure.value)
-        assert mcp_client.call_tool(connection, "add", {"a": 1, "b": 2}).structured_content
+        assert client.call_tool(connection, "add", {"a": 1, "b": 2}).structured_content

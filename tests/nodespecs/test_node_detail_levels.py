@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from nodespecs.detail_levels import MINIMAL_CHARACTERS, one_line
-from nodespecs.knowledge import KnowledgeError, get_node_details
-from nodespecs.registry import Registry
+from nodespecs.knowledge.detail_levels import MINIMAL_CHARACTERS, one_line
+from nodespecs.knowledge.registry import Registry
+from nodespecs.knowledge.service import KnowledgeError, get_node_details
 from tests.mcp_endpoint.helpers import make_key, modern, result
 
 pytestmark = pytest.mark.timeout(30)

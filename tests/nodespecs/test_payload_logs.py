@@ -27,8 +27,8 @@ class Keep(logging.Handler):
     def emit(self, record):
         records.append(record.getMessage())
 logging.getLogger().addHandler(Keep())
-from nodespecs import mcp_client
-from nodespecs.mcp_client import Connection
+from nodespecs.downstream import client as mcp_client
+from nodespecs.downstream.client import Connection
 transport, url, secret = sys.argv[1:]
 connection = Connection(name="echo", transport=transport, url=url)
 result = mcp_client.call_tool(connection, "echo", {"value": {"password": secret}})

@@ -1,6 +1,7 @@
 """Starting processes is a superuser's right (issue 13, item 5): only a superuser may register
 a stdio provider or change what it runs, in the admin and in the service every save goes
-through (nodespecs/providers.py, nodespecs/process_rights.py); PROVIDER_ALLOWED_COMMANDS
+through (nodespecs/providers/lifecycle.py, nodespecs/downstream/process_rights.py);
+PROVIDER_ALLOWED_COMMANDS
 narrows the commands for everyone; each such change is in the audit trail."""
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from django.contrib.auth.models import Permission
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
-from nodespecs import mcp_client
 from nodespecs.audit import Caller, caller_command, caller_user
+from nodespecs.downstream import client as mcp_client
 from nodespecs.models import AuditEvent, Provider
-from nodespecs.providers import ProviderRefreshError, provider_refresh, provider_save
+from nodespecs.providers.lifecycle import ProviderRefreshError, provider_refresh, provider_save
 from tests.nodespecs.test_providers_admin import change_url, page_text
 
 ADD = reverse("admin:nodespecs_provider_add")

@@ -7,11 +7,20 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from nodespecs.audit import caller_command
-from nodespecs.knowledge import UNAVAILABLE_WARNING, get_node_details, get_node_types, search_nodes
-from nodespecs.mcp_client import Connection
+from nodespecs.downstream.client import Connection
+from nodespecs.knowledge.service import (
+    UNAVAILABLE_WARNING,
+    get_node_details,
+    get_node_types,
+    search_nodes,
+)
+from nodespecs.knowledge.specs import spec_save
 from nodespecs.models import NodeSpec, Provider
-from nodespecs.providers import ProviderRefreshError, provider_get_or_create, provider_refresh
-from nodespecs.services import spec_save
+from nodespecs.providers.lifecycle import (
+    ProviderRefreshError,
+    provider_get_or_create,
+    provider_refresh,
+)
 from tests.nodespecs.providers_helpers import echo_provider, servers  # noqa: F401
 from tests.peers import require_npm_server
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from mcp.types import Tool, ToolAnnotations
 
-from nodespecs.names import provider_node_name, provider_subtype
-from nodespecs.tool_specs import tool_document
+from nodespecs.knowledge.names import provider_node_name, provider_subtype
+from nodespecs.providers.tool_specs import tool_document
 
 
 def document_of(input_schema: dict, **tool_fields) -> dict:

@@ -2,10 +2,11 @@
 
 import time
 
-from nodespecs import registry, snapshots
-from nodespecs.knowledge import get_node_details, get_node_types, search_nodes
+from nodespecs import snapshots
+from nodespecs.knowledge import registry
+from nodespecs.knowledge.service import get_node_details, get_node_types, search_nodes
+from nodespecs.knowledge.specs import spec_save
 from nodespecs.models import NodeSpec
-from nodespecs.services import spec_save
 
 
 def new_spec(**fields) -> NodeSpec:

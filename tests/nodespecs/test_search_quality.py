@@ -52,7 +52,7 @@ QUERIES: list[tuple[str, list[str]]] = [
 
 
 def top_names(registry, query: str, count: int = 3) -> list[str]:
-    from nodespecs.knowledge import search_nodes
+    from nodespecs.knowledge.service import search_nodes
 
     results = search_nodes(query, max_results=count, registry=registry)
     return [f"{r['node_type']}/{r['subtype']}" for r in results]

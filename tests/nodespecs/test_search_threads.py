@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import snowballstemmer
 
-from nodespecs import search
-from nodespecs.knowledge import search_nodes
+from nodespecs.knowledge import search
+from nodespecs.knowledge.service import search_nodes
 
 THREADS = 8
 QUERY_COUNT = 240

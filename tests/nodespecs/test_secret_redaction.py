@@ -1,6 +1,6 @@
 """A downstream server that says its own secret (on stderr, in an error echoing the
 Authorization header) never gets it into a provider's last error, the admin, a run's history
-or the logs, and the error still says what went wrong (nodespecs/mcp_transports.py)."""
+or the logs, and the error still says what went wrong (nodespecs/downstream/transports.py)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ from collections.abc import Iterator
 import pytest
 from django.urls import reverse
 
-from graphs.files import graph_import
+from graphs.authoring.files import graph_import
+from graphs.execution.runs import RunRequest, workflow_call
 from graphs.models import Run
-from graphs.runs import RunRequest, workflow_call
-from nodespecs.mcp_client import Connection
-from nodespecs.mcp_transports import _STDERR_KEEP_BYTES, StderrTail
+from nodespecs.downstream.client import Connection
+from nodespecs.downstream.diagnostics import _STDERR_KEEP_BYTES, StderrTail
 from nodespecs.models import Provider
-from nodespecs.providers import ProviderRefreshError, provider_refresh
-from nodespecs.secrets import REDACTED, redact
+from nodespecs.providers.lifecycle import ProviderRefreshError, provider_refresh
+from nodespecs.providers.secrets import REDACTED, redact
 from tests.graphs.conftest import OPERATOR
 from tests.nodespecs.providers_helpers import servers  # noqa: F401
 from tests.peers import echo_http_server, echo_server_command
@@ -159,7 +159,7 @@ def test_a_connection_s_secrets_are_its_env_and_header_values_and_bare_credentia
 
 
 def test_a_secret_split_between_two_reads_of_stderr_is_still_redacted(caplog):
-    caplog.set_level(logging.DEBUG, logger="nodespecs.mcp_client")
+    caplog.set_level(logging.DEBUG, logger="nodespecs.downstream.client")
     tail = StderrTail("split", (SECRET,))
 
     tail.data_received(f"token {SECRET[:6]}".encode())

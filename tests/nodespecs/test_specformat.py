@@ -2,7 +2,7 @@
 
 import pytest
 
-from nodespecs.specformat import SpecFormatError, parse_spec_document
+from nodespecs.knowledge.specformat import SpecFormatError, parse_spec_document
 
 
 def minimal(**fields):

@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from graphs.files import GraphFileError, graph_export
+from graphs.authoring.files import GraphFileError, graph_export
 from graphs.models import Workflow
 
 

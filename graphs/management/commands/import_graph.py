@@ -5,9 +5,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from graphs.files import GraphFileError, graph_import
+from graphs.authoring.files import GraphFileError, graph_import
 from nodespecs.audit import caller_command
-from nodespecs.secrets import SecretsUnreadable
+from nodespecs.providers.secrets import SecretsUnreadable
 
 # An operator at the shell: may add stdio servers (they can run any process anyway). The
 # import records its workflows and new providers in the audit trail under this name.

@@ -3,7 +3,7 @@
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from graphs.reaper import runs_reap
+from graphs.execution.reaper import runs_reap
 
 
 class Command(BaseCommand):

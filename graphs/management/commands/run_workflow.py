@@ -4,7 +4,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from graphs.runs import RunRequest, WorkflowCallError, workflow_call
+from graphs.execution.runs import RunRequest, WorkflowCallError, workflow_call
 
 
 class Command(BaseCommand):

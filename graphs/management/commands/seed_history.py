@@ -1,6 +1,6 @@
 """`manage.py seed_history --runs N`: realistic run history for scale tests of the pages.
 
-The history itself is made by `graphs.history_seed`; this command reads the options and
+The history itself is made by `graphs.history.seed`; this command reads the options and
 reports the progress. Run it on a database of its own (docs/history.md).
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from graphs.history_seed import Seeded, seed_history
+from graphs.history.seed import Seeded, seed_history
 
 
 class Command(BaseCommand):

@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from mcp_endpoint.keys import InvalidScopes, api_key_create
+from mcp_endpoint.access.keys import InvalidScopes, api_key_create
 from mcp_endpoint.models import Scope
 from nodespecs.audit import Action, actor_command, audit_record
 

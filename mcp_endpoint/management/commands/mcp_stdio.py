@@ -10,8 +10,8 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from graphs.toolset import workflow_servers
-from mcp_endpoint.stdio import serve
+from graphs.execution.toolset import workflow_servers
+from mcp_endpoint.transports.stdio import serve
 
 
 class Command(BaseCommand):

@@ -1,5 +1,5 @@
 """`python manage.py setup_demo`: a demo admin account, a fresh demo API key, and example
-workflows to call (graphs/examples.py)."""
+workflows to call (graphs/authoring/examples.py)."""
 
 import secrets
 from pathlib import Path
@@ -8,8 +8,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 
-from graphs.examples import examples_install
-from mcp_endpoint.keys import api_key_create, api_key_revoke
+from graphs.authoring.examples import examples_install
+from mcp_endpoint.access.keys import api_key_create, api_key_revoke
 from mcp_endpoint.models import ApiKey, Scope
 from nodespecs.audit import Action, actor_command, audit_record
 

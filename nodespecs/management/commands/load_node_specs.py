@@ -3,8 +3,8 @@
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from nodespecs.audit import actor_command, audit_report, specs_named
-from nodespecs.catalog import load_builtin_catalog
-from nodespecs.specformat import SpecFormatError
+from nodespecs.knowledge.catalog import load_builtin_catalog
+from nodespecs.knowledge.specformat import SpecFormatError
 
 
 class Command(BaseCommand):

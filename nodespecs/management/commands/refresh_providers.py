@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from nodespecs.audit import actor_command, audit_refresh
 from nodespecs.models import Provider
-from nodespecs.providers import ProviderRefreshError, provider_refresh
+from nodespecs.providers.lifecycle import ProviderRefreshError, provider_refresh
 
 ACTOR = actor_command("refresh_providers")
 

@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from nodespecs.audit import Action, actor_command, audit_record
 from nodespecs.models import Provider
-from nodespecs.secrets import SecretsUnreadable, uses_derived_key
+from nodespecs.providers.secrets import SecretsUnreadable, uses_derived_key
 
 
 class Command(BaseCommand):

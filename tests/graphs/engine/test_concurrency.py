@@ -7,7 +7,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from graphs.engine import ExecutionLimits, execute
-from graphs.engine.expressions import Expression, Guard
+from graphs.engine.language.expressions import Expression, Guard
 from tests.graphs.engine.helpers import Calls, Recorder, compiled, text_result, tool, transform
 
 # A loop that sums 1..n; it also uses partial application, which makes jsonata-python parse

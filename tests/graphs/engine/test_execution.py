@@ -350,7 +350,7 @@ def test_an_expression_that_never_ends_is_stopped_by_the_run_time_limit():
 
 
 def test_an_expression_has_its_own_time_bound_within_a_long_run(monkeypatch):
-    monkeypatch.setattr("graphs.engine.expressions.TIME_LIMIT_MS", 50)
+    monkeypatch.setattr("graphs.engine.language.expressions.TIME_LIMIT_MS", 50)
     forever = "($loop := function($n){ $loop($n + 1) }; $loop(0))"
 
     with pytest.raises(GraphRunError) as caught:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from graphs.engine.expressions import (
+from graphs.engine.language.expressions import (
     VALUE_CHARACTERS_LIMIT,
     VALUE_ITEMS_LIMIT,
     Expression,

@@ -8,9 +8,9 @@ import json_logic
 import pytest
 
 from graphs.engine import Condition, DefinitionError, GraphRunError, Node, ToolGraph, compile_tool
-from graphs.engine.expressions import Guard
 from graphs.engine.history import RunHistory
-from graphs.engine.jsonlogic import compile_rule, evaluate
+from graphs.engine.language.expressions import Guard
+from graphs.engine.language.jsonlogic import compile_rule, evaluate
 from tests.graphs.engine.helpers import OBJECT, run, tool, transform
 
 

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from graphs.engine import expressions
-from graphs.engine.expressions import Expression, Guard
+from graphs.engine.language import expressions
+from graphs.engine.language.expressions import Expression, Guard
 
 UNDEFINED = object()
 

@@ -11,7 +11,7 @@ import pytest
 from jsonata import Jsonata, datetimeutils
 
 from graphs.engine import DefinitionError, GraphRunError, parse_tool
-from graphs.engine.expressions import (
+from graphs.engine.language.expressions import (
     Expression,
     ExpressionError,
     ExpressionTimeout,

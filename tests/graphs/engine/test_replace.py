@@ -10,7 +10,7 @@ import time
 import pytest
 from jsonata import Jsonata
 
-from graphs.engine.expressions import Expression, Guard
+from graphs.engine.language.expressions import Expression, Guard
 
 MEGABYTE = "a" * 1_000_000
 

@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from graphs.engine import DefinitionError, parse_tool
-from graphs.engine.regex import schema_pattern_problems
+from graphs.engine.language.regex import schema_pattern_problems
 from tests.graphs.engine.helpers import chain
 
 HOSTILE = "a" * 10_000 + "!"

@@ -8,8 +8,8 @@ from typing import Any
 
 import jsonpatch
 
-from graphs.engine.problems import Problem
-from graphs.engine.validation import ToolSchema, validate_document
+from graphs.engine.checks.all_checks import ToolSchema, validate_document
+from graphs.engine.checks.problems import Problem
 
 # The filesystem server's tools as its provider's specs describe them (abridged).
 FILESYSTEM = {

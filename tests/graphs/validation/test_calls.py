@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graphs.engine.validation import ToolSchema
+from graphs.engine.checks.all_checks import ToolSchema
 from tests.graphs.validation.helpers import (
     codes,
     count_files,
@@ -39,7 +39,7 @@ def test_an_unknown_server_suggests_the_closest_known_one():
 
 
 def test_a_registered_provider_may_be_named_without_being_declared():
-    # Drafts declare it as the registry shows it (graphs/drafts.py), so it is no problem.
+    # Drafts declare it as the registry shows it (graphs/authoring/drafts.py), so it is no problem.
     document = count_files()
     del document["mcpServers"]
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from bench.hostile_inputs import many_nodes
-from graphs.validation import validate_workflow
+from graphs.authoring.validation import validate_workflow
 from nodespecs.audit import Caller
 
 API = Caller("key:counted", scopes=frozenset({"tools:read", "workflows:write"}))

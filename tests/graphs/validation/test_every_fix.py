@@ -16,8 +16,8 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from graphs.engine.problems import Problem
-from graphs.engine.validation import LimitCeiling
+from graphs.engine.checks.all_checks import LimitCeiling
+from graphs.engine.checks.problems import Problem
 from tests.graphs.validation.helpers import COUNT, count_files, flat, node, nodes, validate
 
 Draft = tuple[dict[str, Any], dict[str, Any]]  # a definition, and validate's options

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graphs.engine.problems import keys_of
+from graphs.engine.checks.problems import keys_of
 from tests.graphs.validation.helpers import count_files, flat, validate
 
 pytestmark = pytest.mark.timeout(30)

@@ -11,11 +11,11 @@ import yaml
 from django.test import override_settings
 from mcp.types import Tool
 
-from graphs.files import GraphFileError, graph_import
-from graphs.validation import MAX_DEFINITION_BYTES, validate_workflow
+from graphs.authoring.files import GraphFileError, graph_import
+from graphs.authoring.validation import MAX_DEFINITION_BYTES, validate_workflow
 from nodespecs.audit import Caller, caller_command
 from nodespecs.models import NodeSpec, Provider
-from nodespecs.tool_specs import tool_document
+from nodespecs.providers.tool_specs import tool_document
 from tests.graphs.validation.helpers import FILESYSTEM, count_files, flat, node, only
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.django_db]

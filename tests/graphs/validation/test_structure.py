@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from graphs.engine import DefinitionError, parse_definition
-from graphs.engine.parsing import read_definition
+from graphs.engine.format.parsing import read_definition
 from tests.graphs.validation.helpers import (
     codes,
     count_files,

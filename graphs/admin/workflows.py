@@ -1,0 +1,238 @@
+"""The workflow admin, for workflow authors: edit a workflow's graph as YAML (the forms are
+`graphs.admin.forms`), see it drawn, test-run it, browse its versions, which are read-only;
+and workflow groups. Registered by `graphs.admin`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from graphs.admin.display import DrawingMedia, drawing_html, yaml_html
+from graphs.admin.forms import TestRunForm, WorkflowForm
+from graphs.authoring.rights import group_owner_names
+from graphs.authoring.services import (
+    group_save,
+    workflow_publish,
+    workflow_save,
+    workflow_save_draft,
+)
+from graphs.execution.runs import RunRequest, WorkflowCallError, workflow_call
+from graphs.history.drawing import draw_graph
+from graphs.models import Workflow, WorkflowGroup, WorkflowVersion
+from nodespecs.admin.audit import AuditedAdmin, admin_user
+from nodespecs.audit import caller_user
+
+# The change form's second save button: store a draft, do not publish.
+SAVE_DRAFT = "_save_draft"
+
+
+class VersionInline(admin.TabularInline):
+    model = WorkflowVersion
+    fields = ("number", "state", "created_at", "author_name", "comment", "digest")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[WorkflowVersion]:
+        # Each version's status reads its workflow: joined, not one query a row.
+        return super().get_queryset(request).select_related("workflow")
+
+    @admin.display(description="Status")
+    def state(self, version: WorkflowVersion) -> str:
+        """Published, retired, or a draft with the link that publishes it."""
+        status = WorkflowVersion.Status(version.status)
+        if status != WorkflowVersion.Status.DRAFT:
+            return str(status.label)
+        url = reverse("admin:graphs_workflow_publish", args=[version.workflow_id, version.number])
+        return format_html('Draft · <a href="{}">Publish…</a>', url)
+
+
+class WorkflowAdmin(AuditedAdmin):
+    form = WorkflowForm
+    list_display = ("name", "group", "enabled", "current_version", "updated_at")
+    list_filter = ("enabled", "group")
+    search_fields = ("name", "description")
+    readonly_fields = ("drawing", "current_version")
+    fields = (
+        "name",
+        "group",
+        "enabled",
+        "retry_on_worker_loss",
+        "graph",
+        "drawing",
+        "current_version",
+    )
+    inlines = [VersionInline]
+    change_form_template = "admin/graphs/workflow/change_form.html"
+    Media = DrawingMedia
+
+    @admin.display(description="Graph")
+    def drawing(self, workflow: Workflow) -> str:
+        return drawing_html(draw_graph(workflow.nodes))
+
+    def save_model(self, request: HttpRequest, obj: Workflow, form: Any, change: bool) -> None:
+        """Save and publish; or, with "Save as draft", store a draft version and leave the
+        served one alone."""
+        if SAVE_DRAFT in request.POST:
+            version = workflow_save_draft(
+                workflow=obj,
+                caller=caller_user(admin_user(request)),
+                comment="Saved as a draft in the admin",
+            )
+            self.message_user(
+                request,
+                f"Saved as draft version {version.number}; the published version is still "
+                "served. Publish the draft from the versions below.",
+                messages.WARNING,
+            )
+            return
+        workflow_save(workflow=obj, author=admin_user(request), comment="Edited in the admin")
+
+    def get_urls(self) -> list[Any]:
+        return [
+            path(
+                "<int:workflow_id>/test-run/",
+                self.admin_site.admin_view(self.test_run_view),
+                name="graphs_workflow_test_run",
+            ),
+            path(
+                "<int:workflow_id>/publish/<int:number>/",
+                self.admin_site.admin_view(self.publish_view),
+                name="graphs_workflow_publish",
+            ),
+            *super().get_urls(),
+        ]
+
+    def publish_view(self, request: HttpRequest, workflow_id: int, number: int) -> HttpResponse:
+        """Confirm, then serve version `number` of the workflow from now on."""
+        workflow = get_object_or_404(Workflow, pk=workflow_id)
+        version = get_object_or_404(WorkflowVersion, workflow=workflow, number=number)
+        if not self.has_change_permission(request, workflow):
+            return HttpResponseRedirect(reverse("admin:index"))
+        change_url = reverse("admin:graphs_workflow_change", args=[workflow.pk])
+        if request.method == "POST":
+            try:
+                workflow_publish(version=version, caller=caller_user(admin_user(request)))
+            except ValidationError as exc:
+                self.message_user(
+                    request,
+                    f"Version {number} cannot be published: {'; '.join(exc.messages)}",
+                    messages.ERROR,
+                )
+            else:
+                self.message_user(request, f"Version {number} is served now.", messages.SUCCESS)
+            return HttpResponseRedirect(change_url)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Publish version {number} of {workflow.name}",
+            "workflow": workflow,
+            "version": version,
+            "opts": self.model._meta,
+            "definition": yaml_html(version.definition),
+        }
+        return TemplateResponse(request, "admin/graphs/workflow/publish.html", context)
+
+    def test_run_view(self, request: HttpRequest, workflow_id: int) -> HttpResponse:
+        """Run the workflow with sample arguments; the run's history page shows what it did."""
+        workflow = get_object_or_404(Workflow, pk=workflow_id)
+        if not self.has_change_permission(request, workflow):
+            return HttpResponseRedirect(reverse("admin:index"))
+        form = TestRunForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                outcome = workflow_call(
+                    RunRequest(
+                        name=workflow.name,
+                        arguments=form.cleaned_data["arguments"],
+                        caller=f"admin test run by {request.user.get_username()}",
+                    )
+                )
+            except WorkflowCallError as exc:
+                form.add_error("arguments", str(exc))
+            else:
+                level = messages.SUCCESS if outcome.succeeded else messages.ERROR
+                self.message_user(request, f"Run {outcome.run_id} {outcome.status}.", level)
+                return HttpResponseRedirect(
+                    reverse("admin:graphs_run_change", args=[outcome.run_id])
+                )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Test run of {workflow.name}",
+            "workflow": workflow,
+            "form": form,
+            "opts": self.model._meta,
+            "input_schema": json.dumps(workflow.input_schema, indent=2),
+        }
+        return TemplateResponse(request, "admin/graphs/workflow/test_run.html", context)
+
+
+class WorkflowGroupAdmin(AuditedAdmin):
+    list_display = ("name", "title", "version", "endpoint", "owner_list")
+    search_fields = ("name", "title", "slug")
+    fields = ("name", "title", "version", "instructions", "endpoint", "owners", "owner_key")
+    readonly_fields = ("endpoint", "owner_key")
+    filter_horizontal = ("owners",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[WorkflowGroup]:
+        return super().get_queryset(request).prefetch_related("owners")
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        # Whoever makes a group owns it, unless they choose otherwise.
+        return {**super().get_changeform_initial_data(request), "owners": [request.user.pk]}
+
+    @admin.display(description="owners")
+    def owner_list(self, group: WorkflowGroup) -> str:
+        return group_owner_names(group)
+
+    @admin.display(description="MCP endpoint")
+    def endpoint(self, group: WorkflowGroup) -> str:
+        return f"/mcp/{group.slug}" if group.slug else "(chosen from the name when saved)"
+
+    def save_model(self, request: HttpRequest, obj: WorkflowGroup, form: Any, change: bool) -> None:
+        group_save(obj)
+
+
+class WorkflowVersionAdmin(admin.ModelAdmin):
+    list_display = ("workflow", "number", "created_at", "author_name", "comment")
+    list_select_related = ("workflow",)
+    readonly_fields = (
+        "workflow",
+        "number",
+        "drawing",
+        "definition_yaml",
+        "limits",
+        "servers",
+        "digest",
+        "author_name",
+        "comment",
+        "created_at",
+    )
+    fields = readonly_fields
+    Media = DrawingMedia
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="Graph")
+    def drawing(self, version: WorkflowVersion) -> str:
+        return drawing_html(draw_graph(version.definition.get("nodes", [])))
+
+    @admin.display(description="Definition")
+    def definition_yaml(self, version: WorkflowVersion) -> str:
+        return yaml_html(version.definition)

@@ -1,0 +1,2 @@
+"""Writing workflows: saving and validating definitions, drafts and publishing, graph files,
+group slugs, rights and the server's limits on what an author may ask."""

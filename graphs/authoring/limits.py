@@ -1,0 +1,74 @@
+"""The server's ceilings on a workflow's `executionLimits`, which no author can exceed.
+
+An author sets `maxNodeExecutions` and `maxExecutionTimeMs` per workflow; the operator sets
+the highest values any workflow may ask for (`GRAPHS_MAX_NODE_EXECUTIONS_CEILING`,
+`GRAPHS_MAX_EXECUTION_TIME_MS_CEILING`). Every save, from the admin or an imported file, goes
+through `graphs.authoring.services.workflow_validate`, which refuses limits above them
+(`limits_above_ceilings`). A workflow stored before a ceiling was lowered is not refused at
+run time but capped (`limits_for_run`): it still runs, and no run goes past the ceiling in
+force, which is what bounds a run's history rows and memory. The engine never reads settings:
+it is given the capped limits as plain values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from graphs.engine import ExecutionLimits, GraphRunError
+from graphs.engine.checks.all_checks import limit_above_ceiling_message
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """One limit: its key in `executionLimits`, its `ExecutionLimits` field, its setting."""
+
+    key: str
+    field: str
+    setting: str
+
+
+CEILINGS = (
+    Ceiling("maxNodeExecutions", "max_node_executions", "GRAPHS_MAX_NODE_EXECUTIONS_CEILING"),
+    Ceiling("maxExecutionTimeMs", "max_execution_time_ms", "GRAPHS_MAX_EXECUTION_TIME_MS_CEILING"),
+)
+
+
+def limit_ceilings() -> ExecutionLimits:
+    """The highest limits a workflow may have, as the settings say now."""
+    return ExecutionLimits(**{c.field: getattr(settings, c.setting) for c in CEILINGS})
+
+
+def limits_above_ceilings(limits: ExecutionLimits) -> list[str]:
+    """What is wrong with `limits` that exceed a ceiling: each message names the field, its
+    value, the ceiling and its setting. Empty when all are within."""
+    ceilings = limit_ceilings()
+    problems = []
+    for ceiling in CEILINGS:
+        value, highest = getattr(limits, ceiling.field), getattr(ceilings, ceiling.field)
+        if value > highest:
+            problems.append(
+                limit_above_ceiling_message(ceiling.key, value, highest, ceiling.setting)
+            )
+    return problems
+
+
+def limits_for_run(limits: ExecutionLimits) -> ExecutionLimits:
+    """The limits a run of a stored workflow gets: its own, capped at the ceilings in force."""
+    return limits.capped(limit_ceilings())
+
+
+def ceiling_explained(
+    error: GraphRunError, asked: ExecutionLimits, used: ExecutionLimits
+) -> GraphRunError:
+    """`error`, saying so when the limit it reached is a ceiling that capped the workflow's
+    own: the engine's advice to raise the limit cannot help past the ceiling."""
+    ceiling = next((c for c in CEILINGS if c.key == error.limit), None)
+    if ceiling is None or getattr(asked, ceiling.field) == getattr(used, ceiling.field):
+        return error
+    message = (
+        f"{error.message} (the workflow sets {ceiling.key} to {getattr(asked, ceiling.field)}, "
+        f"but this server caps it at {getattr(used, ceiling.field)}, its {ceiling.setting})"
+    )
+    return GraphRunError(message, error.node_id, error.kind, limit=error.limit)

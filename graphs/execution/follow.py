@@ -1,0 +1,302 @@
+"""Following a workflow call from the caller's side, whichever way it executes.
+
+`run_follow(request, threads)` is the one place where a call becomes a run and is watched
+until it ends; every transport reaches it through the MCP core
+(mcp_endpoint/calls/workflow_calls.py).
+It chooses once, by `EXECUTION_MODE`:
+
+- direct (the default): the run executes on a thread of `threads.run` in this process and
+  reports each node as it ends;
+- queued: the run is recorded and sent to the workers, then watched in the database, a short
+  look at a time (`control.run_check`) on `threads.short`.
+
+In direct mode a caller has at most its share of the run threads (`Threads.run_share`,
+GRAPHS_RUN_THREADS_PER_CALLER): a call beyond it waits its turn (`RunWaiting`), and other
+callers' runs start meanwhile (graphs/execution/direct_turns.py).
+
+It yields `RunWaiting` when the call waits for its caller's share, `RunStarted` (with the
+run's id, and again when its status changes), a `NodeFinished` per finished node when the
+request asks for them, and ends with `RunEnded` (the run's `RunOutcome`). A call that cannot
+run raises `WorkflowCallError` and records nothing. A caller that stops listening early (it
+gave up waiting, or its client went away) stops the watching only: the run goes on, and ends
+in the history; cancelling it is the caller's decision (`control.run_cancel`). But a direct
+run that has not started by then never does: nobody waits for it any more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, TypeVar
+
+from django.conf import settings
+
+from graphs.execution.control import (
+    POLL_FIRST_SECONDS,
+    next_pause,
+    run_check,
+    run_enqueue,
+    run_result_keep,
+)
+from graphs.execution.direct_turns import SHARES, Ticket
+from graphs.execution.recorder import Progress
+from graphs.execution.runs import RunOutcome, RunRequest, WorkflowCallError, workflow_call
+from graphs.models import Run
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Blocking = Callable[[Callable[[], T]], Awaitable[T]]
+
+
+@dataclass(frozen=True)
+class Threads:
+    """Where blocking work goes: `short` for a query or two, `run` for a whole direct run
+    (which holds its thread while its nodes call out). The transport provides them."""
+
+    short: Blocking[Any]
+    run: Blocking[Any]
+    # The most runs one caller may have on `run` at once (GRAPHS_RUN_THREADS_PER_CALLER), for
+    # a pool that serves many callers; None for one that serves one (stdio's).
+    run_share: int | None = None
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    """The run is recorded (`queued` or `running`), or its status changed."""
+
+    run_id: int
+    status: str
+
+
+@dataclass(frozen=True)
+class RunWaiting:
+    """The call waits for its turn: its caller already has `share` runs on the threads."""
+
+    share: int
+
+
+@dataclass(frozen=True)
+class NodeFinished:
+    """A node ended: the count of nodes ended so far, and which one and how."""
+
+    count: int
+    message: str
+
+
+@dataclass(frozen=True)
+class RunEnded:
+    """The run's outcome, and what the follower's `shape` made of it (None without one); or,
+    when `shape` raised, why (`unshaped`, logged): the run ended all the same."""
+
+    outcome: RunOutcome
+    shaped: Any = None
+    unshaped: str = ""
+
+
+RunEvent = RunWaiting | RunStarted | NodeFinished | RunEnded
+Shape = Callable[[RunOutcome], Any]
+
+# What the run's side posts to the follower: an event, or why the call could not run.
+_Posted = RunEvent | WorkflowCallError
+
+
+async def run_follow(
+    request: RunRequest,
+    threads: Threads,
+    *,
+    report_nodes: bool = False,
+    keep_result: bool = False,
+    shape: Shape | None = None,
+) -> AsyncGenerator[RunEvent, None]:
+    """The events of a call's run until it ends (see the module docstring).
+
+    `report_nodes` asks for a `NodeFinished` per node (else a run does not wake the event
+    loop, nor query when queued, per node); `keep_result` keeps a direct run's whole result
+    where another process can fetch it later (`control.run_result`), for a caller that may
+    come back for it (an MCP task). `shape(outcome)` is computed where the run ended, on a
+    thread (the run's own when direct), and comes with `RunEnded`: work that grows with the
+    result then needs no further hop to a thread."""
+    loop = asyncio.get_running_loop()
+    inbox: asyncio.Queue[_Posted] = asyncio.Queue()
+
+    def post(item: _Posted) -> None:
+        # Once the follower has gone the loop may be gone too; the history has the rest.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(inbox.put_nowait, item)
+
+    queued = settings.EXECUTION_MODE == "queued"
+    ticket: Ticket | None = None
+    if queued:
+        producer = asyncio.ensure_future(_queued(request, post, threads, report_nodes, shape))
+    else:
+        ticket = Ticket(request.caller, request.session_id, request.request_id)
+        direct = partial(_direct, request, post, report_nodes, keep_result, shape, ticket)
+        producer = asyncio.ensure_future(_in_turn(request.caller, threads, direct, post))
+    producer.add_done_callback(partial(_told_if_failed, request.name, post))
+    announced = False
+    try:
+        while True:
+            item = await inbox.get()
+            if isinstance(item, WorkflowCallError):
+                raise item
+            announced = announced or isinstance(item, RunStarted)
+            yield item
+            if isinstance(item, RunEnded):
+                return
+    finally:
+        if queued:
+            producer.cancel()  # stop watching; the run goes on in its worker
+        elif ticket is not None:
+            if not announced:
+                # Nobody was told of a run, and nobody waits for it: it must not start.
+                ticket.leave(_LEFT)
+                producer.cancel()  # ends a wait for the caller's turn; a thread's run goes on
+            ticket.close()
+
+
+_LEFT = "The caller left before its run started (it went away or stopped waiting)"
+
+
+def _told_if_failed(
+    name: str, post: Callable[[_Posted], None], producer: asyncio.Future[None]
+) -> None:
+    """Tell the follower when the side that runs or watches the call failed outright: it
+    would otherwise wait for an event that never comes, until it gives up."""
+    if producer.cancelled() or producer.exception() is None:
+        return
+    logger.error("Following the call of %s failed", name, exc_info=producer.exception())
+    post(WorkflowCallError(f"Workflow {name!r} failed on the server; it is logged."))
+
+
+async def _in_turn(
+    caller: str, threads: Threads, direct: Callable[[], None], post: Callable[[_Posted], None]
+) -> None:
+    """Run `direct` on a run thread once `caller` has a place in its share of them."""
+    share = threads.run_share
+    if share is not None:
+        turn = SHARES.claim(caller, share)
+        if turn is not None:
+            post(RunWaiting(share))
+            await SHARES.wait(caller, turn)
+    if share is None:
+        await asyncio.shield(threads.run(direct))
+        return
+
+    def direct_in_place() -> None:
+        # The place is given back by the run's thread when it is done with it, not by this
+        # task: a follower that leaves cancels this task, and the thread goes on until
+        # `direct` sees it left (nor by the event loop, which may have closed by then).
+        try:
+            direct()
+        finally:
+            SHARES.give_back(caller)
+
+    try:
+        running = threads.run(direct_in_place)
+    except BaseException:
+        SHARES.give_back(caller)
+        raise
+    await asyncio.shield(running)
+
+
+def _direct(
+    request: RunRequest,
+    post: Callable[[_Posted], None],
+    report_nodes: bool,
+    keep_result: bool,
+    shape: Shape | None,
+    ticket: Ticket,
+) -> None:
+    """Execute the run in this thread (direct mode), posting what happens; unless its caller
+    left while it waited for the thread."""
+    token = ticket.take()
+    if token is None:
+        logger.info("Workflow call of %s dropped before it started: %s", request.name, ticket.left)
+        post(WorkflowCallError(f"Workflow {request.name!r} did not start: {ticket.left}."))
+        return
+
+    def progress(count: int, message: str) -> None:
+        post(NodeFinished(count, message))
+
+    try:
+        outcome = workflow_call(
+            request,
+            progress=progress if report_nodes else None,
+            cancel=token,
+            started=lambda run_id: post(RunStarted(run_id, Run.Status.RUNNING)),
+        )
+    except WorkflowCallError as exc:
+        post(exc)
+        return
+    except Exception:
+        logger.exception("Workflow call of %s failed before its run ended", request.name)
+        post(WorkflowCallError(f"Workflow {request.name!r} failed on the server; it is logged."))
+        return
+    if keep_result and outcome.succeeded:
+        run_result_keep(outcome.run_id, outcome.result)
+    post(_ended(outcome, shape))
+
+
+def _ended(outcome: RunOutcome, shape: Shape | None) -> RunEnded:
+    """The end of a run, shaped; whatever `shape` raises ends it too, saying why."""
+    if shape is None:
+        return RunEnded(outcome)
+    try:
+        return RunEnded(outcome, shape(outcome))
+    except Exception as exc:
+        logger.exception("Making the answer of run %s failed", outcome.run_id)
+        return RunEnded(outcome, unshaped=f"{type(exc).__name__}: {exc}"[:300])
+
+
+def _look(
+    run_id: int, reported: int, progress: Progress | None, shape: Shape | None
+) -> tuple[RunOutcome | RunEnded, int]:
+    """One look at a queued run: how it stands, shaped once it has ended."""
+    outcome, reported = run_check(run_id, reported, progress)
+    if outcome.status in Run.FINISHED:
+        return _ended(outcome, shape), reported
+    return outcome, reported
+
+
+async def _queued(
+    request: RunRequest,
+    post: Callable[[_Posted], None],
+    threads: Threads,
+    report_nodes: bool,
+    shape: Shape | None,
+) -> None:
+    """Send the run to the workers (queued mode) and watch it until it ends."""
+    try:
+        run_id = await threads.short(partial(run_enqueue, request))
+    except WorkflowCallError as exc:
+        post(exc)
+        return
+    post(RunStarted(run_id, Run.Status.QUEUED))
+    reported, pause, status = 0, POLL_FIRST_SECONDS, Run.Status.QUEUED
+
+    def progress(count: int, message: str) -> None:
+        post(NodeFinished(count, message))
+
+    while True:
+        await asyncio.sleep(pause)
+        pause = next_pause(pause)
+        try:
+            looked, reported = await threads.short(
+                partial(_look, run_id, reported, progress if report_nodes else None, shape)
+            )
+        except Exception:
+            # The run goes on in its worker whatever befell this look (the database was
+            # unreachable for a moment): look again, until the follower gives up.
+            logger.exception("Looking at queued run %s failed; looking again", run_id)
+            continue
+        if isinstance(looked, RunEnded):
+            post(looked)
+            return
+        if looked.status != status:
+            status = looked.status
+            post(RunStarted(run_id, status))

@@ -1,0 +1,1 @@
+"""Letting a request in: Host and Origin, API keys and scopes, rate limits, client addresses."""

@@ -1,0 +1,159 @@
+"""Admitting an HTTP request to the MCP endpoint, shared by the Django view and the ASGI app.
+
+`handle_request` checks the Host and the Origin, the body's size, the API key and the rate
+limit, then hands the admitted request to the protocol (streamable_http.py, or a step of the
+legacy SSE transport). `answers_without_database` tells the ASGI app whether that can be
+done in the event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import lru_cache
+from typing import TypeVar
+
+from django.conf import settings
+from django.core.exceptions import SynchronousOnlyOperation
+from django.http.request import split_domain_port, validate_host
+from mcp import types
+
+from graphs.execution import toolset
+from mcp_endpoint.access.auth import Refusal, admit, presented_key
+from mcp_endpoint.access.keys import is_remembered
+from mcp_endpoint.access.origins import origin_allowed
+from mcp_endpoint.protocol.core import Caller
+from mcp_endpoint.protocol.errors import (
+    RETRY_AFTER_SECONDS,
+    unavailable_errors,
+    unavailable_message,
+)
+from mcp_endpoint.transports import http_messages, streamable_http
+from nodespecs.knowledge.registry import needs_database
+
+
+def _host_allowed(host: str) -> bool:
+    """Django's Host rule (ALLOWED_HOSTS), for requests that do not pass through Django."""
+    allowed_hosts = settings.ALLOWED_HOSTS
+    if settings.DEBUG and not allowed_hosts:
+        allowed_hosts = [".localhost", "127.0.0.1", "[::1]"]
+    return _host_matches(host, tuple(allowed_hosts))
+
+
+@lru_cache(maxsize=64)
+def _host_matches(host: str, allowed_hosts: tuple[str, ...]) -> bool:
+    # Clients send the same few Host values on every request; matching one costs 4 us.
+    domain, _ = split_domain_port(host)
+    return bool(domain) and validate_host(domain, allowed_hosts)
+
+
+Answer = TypeVar("Answer")
+
+
+class AdmittedInLoop(Exception):
+    """A request admitted in the event loop whose answer turned out to need a thread
+    (Django's `SynchronousOnlyOperation`): the ASGI app answers it again on a thread as the
+    caller admitted here, so that it is not counted against the rate limit twice."""
+
+    def __init__(self, caller: Caller):
+        super().__init__(caller.identity)
+        self.caller = caller
+
+
+def _plain(status: int, message: str) -> http_messages.Outbound:
+    return http_messages.Outbound(status, {"Content-Type": "text/plain"}, message.encode())
+
+
+def handle_request(
+    *,
+    method: str,
+    headers: dict[str, str],
+    raw_headers: list[tuple[str, str]],
+    body: bytes | None,
+    client_address: str,
+    host: str | None = None,
+    answer: Callable[[http_messages.Inbound], Answer] = streamable_http.handle,  # type: ignore[assignment]
+    admitted: Caller | None = None,
+    server: str | None = None,
+) -> http_messages.Outbound | Answer:
+    """Answer one request; `headers` has lower-cased names; `body` None means it was larger
+    than MCP_MAX_BODY_BYTES and was not read; `host` is given when already validated.
+
+    `answer` takes the admitted request (Host, Origin, size, key and rate limit checked):
+    the protocol for `/mcp`, the legacy SSE transport's steps for `/sse` and `/messages`.
+    `admitted` is the caller of a request already admitted (`AdmittedInLoop`); `server` is
+    the slug of the workflow group whose endpoint was called (`/mcp/<slug>`)."""
+    if host is None:
+        host = headers.get("host", "")
+        if not _host_allowed(host):
+            return _plain(
+                400, f"Bad Request: the Host {host!r} is not served here (ALLOWED_HOSTS)."
+            )
+    origin = headers.get("origin")
+    if origin and not origin_allowed(origin, host):
+        return _plain(
+            403,
+            f"Forbidden: requests from the origin {origin} are not allowed "
+            "(add it to MCP_ALLOWED_ORIGINS if it is yours).",
+        )
+    if body is None:
+        return http_messages.error_reply(
+            413,
+            types.INVALID_REQUEST,
+            f"Request body too large: the limit is {settings.MCP_MAX_BODY_BYTES} bytes "
+            "(MCP_MAX_BODY_BYTES).",
+        )
+    inbound = http_messages.Inbound(
+        method=method,
+        headers=headers,
+        body=body,
+        caller=Caller("", frozenset()),
+        raw_headers=raw_headers,
+        server=server,
+    )
+    try:
+        caller = admitted if admitted is not None else admit(inbound.headers, client_address)
+        if isinstance(caller, Refusal):
+            return http_messages.error_reply(
+                caller.status, types.INVALID_REQUEST, caller.message, headers=caller.headers
+            )
+        inbound.caller = caller
+        try:
+            return answer(inbound)
+        except SynchronousOnlyOperation as exc:
+            raise AdmittedInLoop(caller) from exc
+    except unavailable_errors() as exc:
+        return http_messages.error_reply(
+            503,
+            types.INTERNAL_ERROR,
+            unavailable_message(exc),
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )
+
+
+def answers_without_database(method: str, headers: dict[str, str], body: bytes | None) -> bool:
+    """Whether `handle_request` can run in the event loop: the caller's key is remembered
+    (or no key is sent), the catalog and workflow snapshots are fresh, and the request
+    neither reads nor cancels a run nor ends a session (which cancels its runs), so no query
+    will be made. A workflow's `tools/call` makes none here: its run starts on the reply's
+    threads (graphs/execution/follow.py)."""
+    raw = presented_key(headers)
+    return (
+        method != "DELETE"
+        and (raw is None or is_remembered(raw))
+        and not needs_database()
+        and not toolset.needs_database()
+        and not _touches_runs(body)
+    )
+
+
+def _touches_runs(body: bytes | None) -> bool:
+    """Whether a body may cancel or read a workflow run (`notifications/cancelled`, a
+    `tasks/*` request), which queries the database. Errs towards yes: a wrong yes costs a
+    thread hop, a wrong no would block the loop."""
+    return body is not None and (b"notifications/cancelled" in body or b"tasks/" in body)
+
+
+def body_too_large(declared_length: str | None) -> bool:
+    """Whether a declared Content-Length is over the limit (so the body is not read)."""
+    value = declared_length or ""
+    return value.isascii() and value.isdecimal() and int(value) > settings.MCP_MAX_BODY_BYTES

@@ -1,0 +1,128 @@
+"""Workflows as MCP tools: their `tools/list` entries, and a call's run turned into a result.
+
+A run's outcome maps onto the protocol as follows: the exit value as text (a string as it is,
+anything else as JSON) and, when the workflow declares an output schema, as
+`structuredContent` (given as `{"result": value}` when the value is not an object and the
+schema declares `result`: graphs/engine/outputs.py); a failed run is an `isError` result
+naming the node, the cause and the run id, so the agent can report or retry it. A result
+that breaks the output schema has already failed its run, at its exit node, so the history
+and the caller say the same.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+from mcp import types
+
+from graphs.engine.outputs import structured_output
+from graphs.execution.control import run_cancel_request
+from graphs.execution.runs import RunOutcome
+from graphs.execution.toolset import WorkflowTool, workflow_tools
+from graphs.models import Run
+from mcp_endpoint.protocol.encoding import json_text
+
+RUN_ID_META = "io.switchyard/runId"
+
+# By version: a version's name, description and schemas never change.
+_entries: dict[tuple[int, str], types.Tool] = {}
+
+
+def _tool_entry(tool: WorkflowTool) -> types.Tool:
+    key = (tool.version_id, tool.digest)
+    entry = _entries.get(key)
+    if entry is None:
+        if len(_entries) > 4096:
+            _entries.clear()
+        entry = _entries[key] = _new_entry(tool)
+    return entry
+
+
+def _new_entry(tool: WorkflowTool) -> types.Tool:
+    return types.Tool(
+        name=tool.name,
+        description=tool.description,
+        input_schema=tool.input_schema or {"type": "object"},
+        output_schema=tool.output_schema,
+        annotations=types.ToolAnnotations(
+            # A workflow calls other servers whose effects are unknown here.
+            read_only_hint=False,
+            open_world_hint=True,
+        ),
+    )
+
+
+def workflow_tool_list(server: str | None = None) -> list[types.Tool]:
+    """The enabled workflows as tools, in name order: all, or those of one group's server."""
+    return [_tool_entry(tool) for tool in workflow_tools(server).values()]
+
+
+def error_result(message: str, run_id: int | None = None) -> types.CallToolResult:
+    """A tool result with `isError`, naming the run when there is one."""
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=f"Error: {message}")],
+        is_error=True,
+        _meta={RUN_ID_META: run_id} if run_id is not None else None,
+    )
+
+
+def still_going(name: str, run_id: int, status: str) -> types.CallToolResult:
+    """The answer to a call whose run (`queued` or `running`) outlasted
+    GRAPHS_RUN_WAIT_SECONDS."""
+    return error_result(
+        f"Workflow {name!r} is still {status} after {settings.GRAPHS_RUN_WAIT_SECONDS:g} s "
+        f"(run {run_id}); it goes on in the background, so do not call it again for the same "
+        f"work. Its outcome will be in the history as run {run_id}; cancel it with "
+        f"POST /api/v1/runs/{run_id}/cancel.",
+        run_id=run_id,
+    )
+
+
+def workflow_result(tool: WorkflowTool, outcome: RunOutcome) -> types.CallToolResult:
+    """A workflow call's result: `outcome_result` for the tool."""
+    return outcome_result(tool.name, tool.output_schema, outcome)
+
+
+def outcome_result(
+    name: str, output_schema: dict[str, Any] | None, outcome: RunOutcome
+) -> types.CallToolResult:
+    """A workflow run's outcome as a tool result: its exit value, or why it has none."""
+    if outcome.status in Run.ACTIVE:
+        return still_going(name, outcome.run_id, outcome.status)
+    if not outcome.succeeded:
+        where = f" at node {outcome.error_node_id!r}" if outcome.error_node_id else ""
+        return error_result(
+            f"Workflow {name!r} {outcome.status}{where}: {outcome.error} (run {outcome.run_id}).",
+            run_id=outcome.run_id,
+        )
+    value = outcome.result
+    structured = structured_output(value, output_schema)
+    if output_schema is not None and structured is None:  # a run recorded before the check
+        return error_result(
+            f"Workflow {name!r} returned a value its outputSchema cannot hold (run "
+            f"{outcome.run_id}); run it again.",
+            run_id=outcome.run_id,
+        )
+    text = value if isinstance(value, str) else json_text(value)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        structured_content=structured,
+        _meta={RUN_ID_META: outcome.run_id},
+    )
+
+
+def cancel_notification(params: Any, *, caller: str, session_id: str = "") -> None:
+    """`notifications/cancelled`: stop the workflow run the named request started, if any."""
+    if not isinstance(params, dict) or not isinstance(params.get("requestId"), (str, int)):
+        return  # a malformed notification gets no answer either way
+    reason = "The client cancelled the call"
+    if params.get("reason"):
+        reason += f": {params['reason']}"
+    run_cancel_request(
+        caller=caller,
+        session_id=session_id,
+        request_id=json.dumps(params["requestId"]),
+        reason=reason,
+    )

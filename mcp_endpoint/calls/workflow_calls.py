@@ -1,0 +1,201 @@
+"""A workflow's `tools/call`: its run followed (graphs/execution/follow.py) and told as MCP
+messages.
+
+Each finished node goes out at once as `notifications/progress` when the client gave a
+progress token. The call ends with its result; or, after GRAPHS_RUN_WAIT_SECONDS, with a result
+saying the run goes on; or, for a 2026-07-28 client that declared the tasks extension, after
+MCP_TASK_AFTER_SECONDS with a task handle (task_extension.py). A 2026-07-28 client that stops
+listening before the answer (it closed the connection) cancels the run: that is the era's
+cancellation signal. A 2025 client cancels with `notifications/cancelled`, or by ending its
+session (sessions.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections
+from mcp import types
+
+from graphs.execution.control import run_cancel
+from graphs.execution.follow import NodeFinished, RunStarted, RunWaiting, Threads, run_follow
+from graphs.execution.nesting import MAX_DEPTH, deeper_than
+from graphs.execution.runs import RunOutcome, RunRequest, WorkflowCallError
+from graphs.execution.toolset import WorkflowTool
+from mcp_endpoint.calls import task_extension, workflow_answers
+
+logger = logging.getLogger(__name__)
+
+Message = dict[str, Any]
+# A run's outcome as the call's result.
+Answer = Callable[[WorkflowTool, RunOutcome], types.CallToolResult]
+
+
+@dataclass
+class WorkflowCall:
+    """A workflow call checked by the core, to be followed as its answer is sent."""
+
+    tool: WorkflowTool
+    request: RunRequest
+    # The JSON-RPC id of the call, as sent.
+    request_id: Any
+    progress_token: str | int | None
+    # A 2026-07-28 client that declared the tasks extension on this request.
+    may_become_task: bool
+    # 2026-07-28: a client that stops listening cancels the request.
+    cancel_on_disconnect: bool
+    # Serialises a result for the request's era.
+    serialize: Callable[[types.Result], Message] = field(repr=False, default=dict)
+    # Makes the call's result of its run's outcome (on the run's thread: it may query): the
+    # workflow's exit value, or for test_workflow what each node did.
+    answer: Answer = workflow_answers.workflow_result
+
+
+def _response(call: WorkflowCall, result: Message) -> Message:
+    return {"jsonrpc": "2.0", "id": call.request_id, "result": result}
+
+
+def _tool_response(call: WorkflowCall, result: types.CallToolResult) -> Message:
+    return _response(call, call.serialize(result))
+
+
+def _outcome_response(call: WorkflowCall, outcome: RunOutcome) -> Message:
+    """The response to a call whose run has ended (on a thread: see `follow`). A result too
+    deep to be written (graphs/execution/nesting.py) is answered as an error naming the run."""
+    if outcome.succeeded and deeper_than(outcome.result, MAX_DEPTH):
+        return _unanswerable(
+            call, outcome.run_id, f"its result nests more than {MAX_DEPTH} levels deep"
+        )
+    return _tool_response(call, call.answer(call.tool, outcome))
+
+
+def _unanswerable(call: WorkflowCall, run_id: int, why: str) -> Message:
+    """The response to a call whose run ended but whose answer could not be made."""
+    return _tool_response(
+        call,
+        workflow_answers.error_result(
+            f"Workflow {call.tool.name!r} ran (run {run_id}), but its answer could not be "
+            f"made: {why}. The run is in the history (get_run); change the workflow so that "
+            "it returns a value that can be answered.",
+            run_id=run_id,
+        ),
+    )
+
+
+def _progress(call: WorkflowCall, node: NodeFinished) -> Message:
+    return {
+        "jsonrpc": "2.0",
+        "method": "notifications/progress",
+        "params": {
+            "progressToken": call.progress_token,
+            "progress": node.count,
+            "message": node.message,
+        },
+    }
+
+
+def _cancel_in_background(run_id: int) -> None:
+    """Cancel a run whose client went away, off the event loop, without waiting for it."""
+
+    def cancel() -> None:
+        try:
+            run_cancel(run_id=run_id, reason="The client closed the connection before the answer")
+        except Exception:
+            logger.exception("Cancelling run %s after a disconnect failed", run_id)
+        finally:
+            close_old_connections()
+
+    asyncio.get_running_loop().run_in_executor(None, cancel)
+
+
+async def _late_response(
+    call: WorkflowCall,
+    started: RunStarted | RunWaiting | None,
+    task_due: bool,
+    threads: Threads,
+) -> Message:
+    """The response to a call whose run has not ended in time: a task handle when one is
+    due, else a result saying that the run goes on (or that it could not even start: its
+    caller's share of the run threads was taken, or the server is overloaded)."""
+    if isinstance(started, RunWaiting):
+        return _tool_response(
+            call,
+            workflow_answers.error_result(
+                f"Workflow {call.tool.name!r} could not start within "
+                f"{settings.GRAPHS_RUN_WAIT_SECONDS:g} s: your calls already had "
+                f"{started.share} runs going, the most one caller may have at once "
+                "(GRAPHS_RUN_THREADS_PER_CALLER), and this one waited for one of them to end. "
+                "Nothing ran: try again when your other calls have answered."
+            ),
+        )
+    if started is None:
+        return _tool_response(
+            call,
+            workflow_answers.error_result(
+                f"Workflow {call.tool.name!r} could not be started within "
+                f"{settings.GRAPHS_RUN_WAIT_SECONDS:g} s; the server is overloaded. Try again."
+            ),
+        )
+    if task_due:
+        handle = await threads.short(
+            partial(task_extension.created, started.run_id, call.request.caller)
+        )
+        return _response(call, handle)
+    return _tool_response(
+        call, workflow_answers.still_going(call.tool.name, started.run_id, started.status)
+    )
+
+
+async def follow(call: WorkflowCall, threads: Threads) -> AsyncIterator[Message]:
+    """The messages to send for a call after the core's: its progress as it happens, then
+    its response. Closing the iterator early (the client left) cancels the run when the
+    request's era says so."""
+    events = run_follow(
+        call.request,
+        threads,
+        report_nodes=call.progress_token is not None,
+        keep_result=call.may_become_task,
+        # Checking the result against the outputSchema and serialising it grow with the
+        # result, which a caller's arguments can make large: done on the run's thread.
+        shape=partial(_outcome_response, call),
+    )
+    loop = asyncio.get_running_loop()
+    now = loop.time()
+    give_up_at = now + settings.GRAPHS_RUN_WAIT_SECONDS
+    task_at = now + settings.MCP_TASK_AFTER_SECONDS if call.may_become_task else math.inf
+    started: RunStarted | None = None
+    waiting: RunWaiting | None = None
+    response: Message | None = None
+    try:
+        while response is None:
+            deadline = min(give_up_at, task_at if started is not None else math.inf)
+            try:
+                event = await asyncio.wait_for(anext(events), max(deadline - loop.time(), 0))
+            except TimeoutError:
+                task_due = loop.time() >= task_at
+                response = await _late_response(call, started or waiting, task_due, threads)
+            except WorkflowCallError as exc:
+                response = _tool_response(call, workflow_answers.error_result(str(exc)))
+            else:
+                if isinstance(event, NodeFinished):
+                    yield _progress(call, event)
+                elif isinstance(event, RunStarted):
+                    started = event
+                elif isinstance(event, RunWaiting):
+                    waiting = event
+                elif event.unshaped:
+                    response = _unanswerable(call, event.outcome.run_id, event.unshaped)
+                else:
+                    response = event.shaped
+        yield response
+    finally:
+        await events.aclose()
+        if response is None and started is not None and call.cancel_on_disconnect:
+            _cancel_in_background(started.run_id)

@@ -1,0 +1,1 @@
+"""What operators see of requests: metrics, JSON log lines and OpenTelemetry spans."""

@@ -1,0 +1,143 @@
+"""The REST routes over workflow runs, mounted on the API of mcp_endpoint/rest/api.py.
+
+`GET /api/v1/runs` pages through every run, newest first, and `GET /api/v1/runs/{id}` reads
+one with a page of its node executions (scope runs:read, any caller's runs); `POST
+/api/v1/runs/{id}/cancel` stops a run the key started (scope tools:execute). The reads and
+their checks are graphs/history/run_api_queries.py, and the shapes of their answers
+graphs/history/run_schemas.py, which the MCP tools `list_runs` and `get_run` share (run_tools.py);
+these routes parse, call and format. Imported by api.py when it mounts the router, after it
+has defined what this module takes from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.http import HttpRequest
+from ninja import Query, Router, Schema
+
+from graphs.execution.control import RunNotFound, run_cancel
+from graphs.history.run_api_queries import (
+    DEFAULT_PAGE,
+    MAX_PAGE,
+    BadRunQuery,
+    NotFound,
+    run_read,
+    runs_read,
+)
+from graphs.history.run_schemas import (
+    Moment,
+    RunDetailOut,
+    RunListOut,
+    RunsCursor,
+    RunStatusQuery,
+    StepsCursor,
+)
+from mcp_endpoint.rest.api import INVALID, KEYED, ApiRefusal, _caller, responses
+
+router = Router(tags=["runs"])
+
+# A query the route cannot answer (a cursor it did not hand out, an unknown status): the
+# message says how to fix it.
+BAD_QUERY = 400
+
+
+class CancelOut(Schema):
+    """What became of a cancel request: the run's status and a message saying why."""
+
+    run_id: int
+    status: str
+    message: str
+
+
+@contextmanager
+def _refused_as_http() -> Iterator[None]:
+    """A query the reads cannot answer, as the refusal that says why."""
+    try:
+        yield
+    except BadRunQuery as exc:
+        raise ApiRefusal(BAD_QUERY, str(exc)) from None
+    except NotFound as exc:
+        raise ApiRefusal(404, str(exc)) from None
+
+
+# Query parameters declared once (a call in a default is evaluated once anyway).
+LIMIT = Query(
+    DEFAULT_PAGE, ge=1, le=MAX_PAGE, description=f"Per page, 1 to {MAX_PAGE} ({DEFAULT_PAGE})."
+)
+STATUS = Query("", description="A run status; empty for any. Another is refused (400).")
+SINCE = Query(None, description="Runs created at or after it; no offset: UTC.")
+UNTIL = Query(None, description="Runs created before it; no offset: UTC.")
+RUNS_PAGE = Query(None, description="The next_cursor of the previous page, unchanged.")
+STEPS_PAGE = Query(None, description="The next_cursor of the previous page, unchanged.")
+
+
+@router.get(
+    "/runs",
+    summary="List workflow runs, newest first (scope runs:read)",
+    response=responses(RunListOut, *KEYED, BAD_QUERY, 404, INVALID),
+)
+def list_runs(
+    request: HttpRequest,
+    workflow: str = Query("", max_length=128, description="A workflow's name."),
+    status: RunStatusQuery = STATUS,
+    caller: str = Query("", max_length=200, description="Who started the run, e.g. key:ab12."),
+    since: Moment = SINCE,
+    until: Moment = UNTIL,
+    limit: int = LIMIT,
+    cursor: RunsCursor = RUNS_PAGE,
+) -> dict[str, Any]:
+    _caller(request, "runs:read")
+    with _refused_as_http():
+        page = runs_read(
+            workflow=workflow,
+            status=status,
+            caller=caller,
+            since=since,
+            until=until,
+            cursor=cursor,
+            limit=limit,
+        )
+    return page.as_dict()
+
+
+@router.get(
+    "/runs/{run_id}",
+    summary="A workflow run and a page of its node executions (scope runs:read)",
+    response=responses(RunDetailOut, *KEYED, BAD_QUERY, 404, INVALID),
+)
+def get_run(
+    request: HttpRequest,
+    run_id: int,
+    limit: int = LIMIT,
+    cursor: StepsCursor = STEPS_PAGE,
+) -> dict[str, Any]:
+    _caller(request, "runs:read")
+    with _refused_as_http():
+        detail = run_read(run_id=run_id, cursor=cursor, limit=limit)
+    return detail.as_dict()
+
+
+@router.post(
+    "/runs/{run_id}/cancel",
+    summary="Cancel a workflow run started with your key (scope tools:execute)",
+    response=responses(CancelOut, *KEYED, 404, INVALID),
+)
+def cancel_run(request: HttpRequest, run_id: int) -> dict[str, Any]:
+    caller = _caller(request, "tools:execute")
+    try:
+        cancellation = run_cancel(
+            run_id=run_id,
+            reason=f"Cancelled through the REST API by {caller.identity}.",
+            caller=caller.identity,
+        )
+    except RunNotFound as exc:
+        message = f"{exc} Runs can be cancelled only by the key that started them."
+        raise ApiRefusal(404, message) from None
+    return {
+        "run_id": cancellation.run_id,
+        "status": cancellation.status,
+        "message": cancellation.message,
+    }

@@ -1,0 +1,405 @@
+"""`/mcp` (and the legacy `/sse` and `/messages`) as lean ASGI apps, mounted in front of
+Django by `config.asgi`.
+
+Django's ASGI handler runs every middleware through a thread hop and starts threads per
+request; for the endpoint agents call thousands of times a minute that was most of the cost
+(docs/benchmarks.md). This app does only what `/mcp` needs: read the body, hand the request
+to `admission.handle_request` (in the event loop when it needs no database and its work does
+not grow with what the caller sends, else on a small pool of worker threads), and write the
+answer or the event stream. The legacy HTTP+SSE transport (`sse.py`) goes through the same
+steps.
+
+Requests that read whole workflow definitions (`_reads_documents`) have threads of their own,
+and one key has at most MCP_DOCUMENT_CALLS_PER_CALLER of them at once: eight loops of
+validate_workflow on a 718 KB definition once held every request thread, and another key's
+get_node_details waited 10 s (issue 25, item 10).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import hashlib
+import logging
+import re
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, TypeVar
+from urllib.parse import parse_qs
+
+from django.conf import settings
+from django.core.exceptions import SynchronousOnlyOperation
+from django.db import close_old_connections
+
+from graphs.execution.direct_turns import CallerShares
+from graphs.execution.follow import Threads
+from graphs.execution.toolset import refresh_workflow_tools, workflow_tools
+from mcp_endpoint.access import admission
+from mcp_endpoint.access.auth import presented_key
+from mcp_endpoint.features.tools import TOOLS
+from mcp_endpoint.observability import telemetry
+from mcp_endpoint.transports import event_stream, http_messages, sse
+from nodespecs.knowledge.registry import refresh_registry
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+# Each thread keeps its own database connection between requests; Django's request cycle,
+# which would recycle it, does not run here, so the threads do it every so often.
+logger = logging.getLogger(__name__)
+_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcp")
+# Direct-mode workflow runs, each holding its thread while its nodes call out: apart from
+# `_POOL`, so that long runs never keep other requests waiting.
+_RUNS = ThreadPoolExecutor(max_workers=settings.GRAPHS_DIRECT_RUN_THREADS, thread_name_prefix="run")
+# Requests that read whole definitions, apart from `_POOL` so that knowledge calls never wait
+# behind them; each key's take their turns (`_DOCUMENT_TURNS`) before they take a thread.
+_DOCUMENTS = ThreadPoolExecutor(
+    max_workers=settings.MCP_DOCUMENT_THREADS, thread_name_prefix="documents"
+)
+_DOCUMENT_TURNS = CallerShares()
+# A body this large is a document, whatever it calls (a knowledge call's fits in a few KB).
+DOCUMENT_BODY_BYTES = 64 * 1024
+_RECYCLE_SECONDS = 30.0
+_local = threading.local()
+# Requests answered in the event loop run in this one context: Django keeps its cache
+# connections in context-local storage, and each request's own context would open (and
+# drop) a Redis connection per request.
+_LOOP_CONTEXT = contextvars.copy_context()
+# Answers to legacy SSE POSTs still being worked out after their 202 (kept from collection).
+_deliveries: set[asyncio.Task[None]] = set()
+Result = TypeVar("Result")
+# Only requests whose work stays small whatever the caller sends are answered in the event
+# loop, where it holds up every other request: a body over this size (parsing and validating
+# it grows with it; 4 KB takes tens of microseconds), a call of a tool whose cost is not fixed
+# (search_nodes stems each word of its query; get_node_details may compare each of 50 names
+# with the whole catalog) and `resources/read` (which corrects a misspelt name the same way)
+# go to a thread.
+INLINE_BODY_BYTES = 4096
+_TOOL_NAME = re.compile(rb'"name"\s*:\s*"([^"]*)"')
+
+
+def _work(arguments: dict[str, Any], handler: Callable[..., Result]) -> Result:
+    now = time.monotonic()
+    if now - getattr(_local, "recycled_at", 0.0) > _RECYCLE_SECONDS:
+        close_old_connections()
+        _local.recycled_at = now
+    # Bring the catalog and workflow snapshots up to date while on a thread that may query: a
+    # request sent here because one was due for its check then leaves the next second's
+    # requests to the event loop, even when it does not read that snapshot itself.
+    refresh_registry()
+    refresh_workflow_tools()
+    return handler(**arguments)
+
+
+async def _read_body(receive: Receive, declared: str | None) -> bytes | None:
+    """The request body, or None when it is over the limit (then not read further)."""
+    if admission.body_too_large(declared):
+        return None
+    limit = settings.MCP_MAX_BODY_BYTES
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return b""
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+def _encode(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    return [
+        (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()
+    ]
+
+
+def _arguments(scope: Scope, body: bytes | None) -> dict[str, Any]:
+    """`admission.handle_request`'s arguments for a request."""
+    # A field's value excludes the whitespace around it (RFC 9110, 5.5; MCP's SEP-2243).
+    raw_headers = [
+        (n.decode("latin-1"), v.decode("latin-1").strip(" \t")) for n, v in scope["headers"]
+    ]
+    client = scope.get("client") or ("", 0)
+    return {
+        "method": scope["method"],
+        "headers": {name.lower(): value for name, value in raw_headers},
+        "raw_headers": raw_headers,
+        "body": body,
+        "client_address": client[0],
+    }
+
+
+async def _request(scope: Scope, receive: Receive) -> dict[str, Any]:
+    declared = next((v for n, v in scope["headers"] if n.lower() == b"content-length"), b"")
+    return _arguments(scope, await _read_body(receive, declared.decode("latin-1")))
+
+
+async def _run(
+    arguments: dict[str, Any],
+    *,
+    headers: dict[str, str],
+    body: bytes | None,
+    handler: Callable[..., Result],
+) -> Result:
+    """Call `handler(**arguments)`: in the event loop when it will make no query (the common
+    case, a known key and fresh catalog, is pure computation: a thread hop would cost more
+    than the work), else on a worker thread."""
+    try:
+        answer = _LOOP_CONTEXT.run(_in_loop, arguments, headers, body, handler)
+    except admission.AdmittedInLoop as exc:
+        arguments, answer = {**arguments, "admitted": exc.caller}, None
+    if answer is not None:
+        return answer
+    if _reads_documents(body):
+        return await _in_document_turn(
+            _holder(headers, arguments), partial(_work, arguments, handler)
+        )
+    return await asyncio.get_running_loop().run_in_executor(_POOL, _work, arguments, handler)
+
+
+def _reads_documents(body: bytes | None) -> bool:
+    """Whether a request's work may grow with a document it carries: a body over
+    DOCUMENT_BODY_BYTES, a call of a tool that reads definitions, or a body over
+    INLINE_BODY_BYTES whose tool names cannot be read in its bytes (an escape in it). Errs
+    towards yes: a wrong yes makes a call wait for its key's turn, a wrong no lets one
+    caller's documents hold the threads that every other caller's requests need."""
+    if body is None:
+        return False  # refused by its size, unread
+    if len(body) > DOCUMENT_BODY_BYTES or (len(body) > INLINE_BODY_BYTES and b"\\" in body):
+        return True
+    if b"tools/call" not in body:
+        return False
+    names = [name.decode("utf-8", "replace") for name in _TOOL_NAME.findall(body)]
+    return any(TOOLS[name].reads_documents for name in names if name in TOOLS)
+
+
+def _holder(headers: dict[str, str], arguments: dict[str, Any]) -> str:
+    """Whose turn a request takes: its key's (hashed: the key is not kept), or, without one,
+    its client address's."""
+    raw = presented_key(headers)
+    if raw is None:
+        return "address:" + str(arguments.get("client_address", ""))
+    return "key:" + hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+
+async def _in_document_turn(holder: str, work: Callable[[], Result]) -> Result:
+    """Do `work` on a document thread once `holder` has a place among its
+    MCP_DOCUMENT_CALLS_PER_CALLER: a call past them waits, holding no thread."""
+    turn = _DOCUMENT_TURNS.claim(holder, settings.MCP_DOCUMENT_CALLS_PER_CALLER)
+    if turn is not None:
+        await _DOCUMENT_TURNS.wait(holder, turn)
+
+    def in_place() -> Result:
+        # The thread gives the place back when the work is done, not this task: the place is
+        # taken for as long as the thread works, whoever stops waiting for it.
+        try:
+            return work()
+        finally:
+            _DOCUMENT_TURNS.give_back(holder)
+
+    try:
+        working = asyncio.get_running_loop().run_in_executor(_DOCUMENTS, in_place)
+    except BaseException:
+        _DOCUMENT_TURNS.give_back(holder)
+        raise
+    return await asyncio.shield(working)
+
+
+def _in_loop(
+    arguments: dict[str, Any],
+    headers: dict[str, str],
+    body: bytes | None,
+    handler: Callable[..., Result],
+) -> Result | None:
+    """The answer, when it can be made without a query and at a small fixed cost; else None."""
+    # A legacy SSE message (`sse.answer`) is always a POST.
+    method = arguments.get("method", "POST")
+    # First: `_fixed_cost` reads the workflow snapshot, which must then be fresh.
+    if not admission.answers_without_database(method, headers, body):
+        return None
+    if not _fixed_cost(arguments.get("body"), body):
+        return None
+    try:
+        return handler(**arguments)
+    except SynchronousOnlyOperation:
+        # The remembered key expired between the check and the answer (the loop was busy):
+        # admitting it needs a query, so a thread does it all again. An answer that needs a
+        # thread once admitted raises `AdmittedInLoop` instead (see `_run`).
+        return None
+
+
+def _fixed_cost(received: bytes | None, message: bytes | None) -> bool:
+    """Whether answering a request is small work whatever the caller sent (see
+    INLINE_BODY_BYTES). `received` is the HTTP body, `message` the one answered (they differ
+    for a legacy SSE POST). Errs towards no: a wrong no costs a thread hop, a wrong yes
+    holds every other request for the caller's work."""
+    if any(len(body or b"") > INLINE_BODY_BYTES for body in (received, message)):
+        return False
+    if not message:
+        return True
+    # With no escape in the body, a method or tool name reads in the bytes as in the JSON.
+    if b"\\" in message or b"resources/read" in message:
+        return False
+    if b"tools/call" not in message:
+        return True
+    names = [name.decode("utf-8", "replace") for name in _TOOL_NAME.findall(message)]
+    # A workflow's call only starts here: its run goes on the reply's threads.
+    return bool(names) and all(
+        TOOLS[name].fixed_cost if name in TOOLS else name in workflow_tools() for name in names
+    )
+
+
+def _threads() -> Threads:
+    """Where the blocking work of a reply that goes on is done. The run threads serve every
+    caller: each has a share of them (graphs/execution/direct_turns.py)."""
+    loop = asyncio.get_running_loop()
+    return Threads(
+        short=lambda work: loop.run_in_executor(_POOL, _work, {}, work),
+        run=lambda work: loop.run_in_executor(_RUNS, _work, {}, work),
+        run_share=settings.GRAPHS_RUN_THREADS_PER_CALLER,
+    )
+
+
+async def mcp_app(scope: Scope, receive: Receive, send: Send, server: str | None = None) -> None:
+    """Serve one HTTP request to `/mcp`, or to `/mcp/<server>` (a workflow group's); once
+    answered, record it (mcp_endpoint/observability/telemetry.py) with what the protocol
+    reported."""
+    started = time.perf_counter()
+    arguments = await _request(scope, receive)
+    outbound: http_messages.Outbound = await _run(
+        {**arguments, "server": server},
+        headers=arguments["headers"],
+        body=arguments["body"],
+        handler=admission.handle_request,
+    )
+    facts, written = outbound.facts, None
+    try:
+        stream = None
+        if outbound.reply is not None or outbound.listen is not None:
+            threads = _threads()  # only an answer that goes on needs them
+            if outbound.reply is not None:
+                settled = await _until_disconnect(event_stream.settle(outbound, threads), receive)
+                if settled is None:
+                    return  # the client left before its answer
+                outbound = settled
+            stream = event_stream.stream_of(outbound, threads)
+        await _respond(outbound, stream, receive, send)
+        written = outbound
+    finally:
+        telemetry.mcp_request_done(written, started, http_method=scope["method"], facts=facts)
+
+
+async def sse_app(scope: Scope, receive: Receive, send: Send) -> None:
+    """Serve `GET /sse` (a legacy stream) or `POST /messages` (a message for one)."""
+    arguments = await _request(scope, receive)
+    if scope["path"] == sse.STREAM_PATH:
+        # Admitting the GET never runs a workflow, whatever its body.
+        outbound: http_messages.Outbound = await _run(
+            {**arguments, "answer": sse.open_stream},
+            headers=arguments["headers"],
+            body=None,
+            handler=admission.handle_request,
+        )
+        stream = None
+        if outbound.channel and outbound.channel_lease:
+            lease, watch = outbound.channel_lease, outbound.channel_watch
+            stream = sse.stream(outbound.channel, lease, watch, _threads())
+        await _respond(outbound, stream, receive, send)
+        return
+    started = time.perf_counter()
+    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    channel_id = (query.get("sessionId") or query.get("session_id") or [""])[0]
+    accepted: http_messages.Outbound | http_messages.Inbound = await _run(
+        {**arguments, "answer": partial(sse.accept_message, channel_id=channel_id)},
+        headers=arguments["headers"],
+        body=None,
+        handler=admission.handle_request,
+    )
+    if isinstance(accepted, http_messages.Outbound):
+        await _respond(accepted, None, receive, send)
+        telemetry.mcp_request_done(accepted, started, http_method="POST", transport="sse")
+        return
+    task = asyncio.create_task(_answer_on_stream(accepted, channel_id, started))
+    _deliveries.add(task)
+    task.add_done_callback(_deliveries.discard)
+    await _respond(http_messages.Outbound(202), None, receive, send)
+
+
+async def _answer_on_stream(
+    inbound: http_messages.Inbound, channel_id: str, started: float
+) -> None:
+    """Answer an accepted legacy SSE message and send the answer to its stream (`started`:
+    when its POST arrived, for its telemetry)."""
+    try:
+        outbound = await _run(
+            {"inbound": inbound, "channel_id": channel_id},
+            headers=dict(inbound.headers),
+            body=inbound.body,
+            handler=sse.answer,
+        )
+        await sse.deliver(channel_id, outbound, _threads())
+        telemetry.mcp_request_done(outbound, started, http_method="POST", transport="sse")
+    except Exception:
+        logger.exception("Answering a message for SSE stream %s failed", channel_id[:8])
+
+
+async def _respond(
+    outbound: http_messages.Outbound, stream: Any, receive: Receive, send: Send
+) -> None:
+    """Write a plain answer, or the event stream `stream` when there is one."""
+    if stream is None:
+        response_headers = dict(outbound.headers)
+        response_headers["Content-Length"] = str(len(outbound.body))
+        await send(
+            {
+                "type": "http.response.start",
+                "status": outbound.status,
+                "headers": _encode(response_headers),
+            }
+        )
+        await send({"type": "http.response.body", "body": outbound.body})
+        return
+    await send(
+        {
+            "type": "http.response.start",
+            "status": outbound.status,
+            "headers": _encode({**outbound.headers, **event_stream.SSE_HEADERS}),
+        }
+    )
+    await _send_stream(stream, receive, send)
+
+
+async def _send_stream(stream: Any, receive: Receive, send: Send) -> None:
+    """Send an event stream until it ends or the client goes away (which cancels it)."""
+
+    async def pump() -> bool:
+        async for chunk in stream:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+        return True
+
+    await _until_disconnect(pump(), receive)
+
+
+async def _until_disconnect(work: Awaitable[Result], receive: Receive) -> Result | None:
+    """Await `work` unless the client disconnects first; then cancel it (its cleanup runs
+    before this returns: a legacy stream ends its session, a 2026-07-28 call its run) and
+    return None."""
+
+    async def watch() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    working, watching = asyncio.ensure_future(work), asyncio.ensure_future(watch())
+    done, pending = await asyncio.wait({working, watching}, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    return working.result() if working in done else None

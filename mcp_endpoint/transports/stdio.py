@@ -1,0 +1,263 @@
+"""MCP over stdio: newline-delimited JSON-RPC on stdin/stdout, for desktop clients.
+
+The client is the local user who started the process, so every scope is granted. Both eras
+work: `initialize` negotiates a 2025 revision for the connection; a request whose `_meta`
+carries the 2026-07-28 envelope is answered statelessly.
+
+`manage.py mcp_stdio --group SLUG` serves one workflow group's tools alone, as `/mcp/<slug>`
+does over HTTP.
+When the tool list changes, a connection that has initialized hears
+`notifications/tools/list_changed` (list_changes.py).
+
+Requests are answered concurrently, each through the protocol core like a request over HTTP,
+its messages written as they come: a workflow call's progress, the requests a call sends the
+client (whose answers come back as lines of their own), then its response. The connection is
+a session of its own: once stdin has ended and the requests sent are answered, the workflow
+runs its calls started that still go on (queued ones, in their workers) are cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, TypeVar
+
+from django.conf import settings
+from django.db import connections
+from mcp import types
+from mcp.shared import inbound as envelope
+
+from graphs.execution.follow import Threads
+from mcp_endpoint.calls import workflow_answers
+from mcp_endpoint.models import Scope
+from mcp_endpoint.observability import telemetry
+from mcp_endpoint.protocol import list_changes, sessions
+from mcp_endpoint.protocol.core import (
+    LEGACY_ERA,
+    MODERN_VERSION,
+    Caller,
+    Reply,
+    context_for,
+    execute,
+    initialize_result,
+    negotiate,
+)
+from mcp_endpoint.protocol.encoding import encode_json_ascii
+from mcp_endpoint.protocol.errors import RpcError
+from mcp_endpoint.transports.http_messages import Facts
+
+logger = logging.getLogger(__name__)
+# The user who started the process: every scope, and the right to start processes (they can
+# run any anyway).
+LOCAL_USER = Caller("stdio", frozenset(Scope.values), may_start_processes=True)
+Message = dict[str, Any]
+T = TypeVar("T")
+
+
+def _error(request_id: Any, code: int, message: str, data: Any = None) -> Message:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def _on_thread(pool: ThreadPoolExecutor) -> Callable[[Callable[[], T]], Awaitable[T]]:
+    """Run blocking work on `pool`, each piece closing the database connection it opened:
+    the pool's threads end with the connection, and nothing else would close theirs (a desktop
+    client's database is mostly SQLite, where connecting costs little)."""
+
+    def work(job: Callable[[], T]) -> T:
+        try:
+            return job()
+        finally:
+            connections.close_all()
+
+    loop = asyncio.get_running_loop()
+    return lambda job: loop.run_in_executor(pool, work, job)
+
+
+class StdioConnection:
+    """One client connection: the negotiated version and log level, and its session id."""
+
+    def __init__(
+        self, write: Callable[[Message], None], threads: Threads, server: str | None = None
+    ) -> None:
+        self.write = write
+        self.threads = threads
+        # The slug of the workflow group served, as at `/mcp/<slug>`; None serves everything.
+        self.server = server
+        self.session_id = f"stdio:{secrets.token_urlsafe(16)}"
+        self.version: str | None = None
+        self.log_level: str | None = None
+        self.capabilities: dict[str, Any] = {}
+        # Requests being answered.
+        self.answering: set[asyncio.Task[None]] = set()
+
+    async def receive(self, line: str) -> None:
+        """Take one input line. A request is answered in a task of its own (its answer is
+        written when ready), but for `initialize`, whose version shapes the requests after
+        it; anything else is dealt with at once."""
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            self.write(_error(None, types.PARSE_ERROR, f"Parse error: {exc}"))
+            return
+        if not isinstance(message, dict):
+            self.write(_error(None, types.INVALID_REQUEST, "Invalid Request: not a JSON object."))
+            return
+        if "id" in message and ("result" in message or "error" in message):
+            # The client's answer to a request a call sent it (client_requests.py).
+            await self.threads.short(partial(sessions.reply_store, self.session_id, message))
+            return
+        method = message.get("method")
+        if not isinstance(method, str):
+            self.write(
+                _error(None, types.INVALID_REQUEST, "Invalid Request: not a JSON-RPC request.")
+            )
+            return
+        if "id" not in message:
+            if method == "notifications/cancelled":
+                cancel = partial(
+                    workflow_answers.cancel_notification,
+                    message.get("params"),
+                    caller=LOCAL_USER.identity,
+                    session_id=self.session_id,
+                )
+                await self.threads.short(cancel)
+            return
+        answering = self.answer(message["id"], method, message.get("params"), message)
+        if method == "initialize":
+            await answering
+            return
+        task = asyncio.create_task(answering)
+        self.answering.add(task)
+        task.add_done_callback(self.answering.discard)
+
+    async def answer(self, request_id: Any, method: str, params: Any, message: Message) -> None:
+        """Answer a request through the core, writing each of its messages as it comes;
+        then record it (mcp_endpoint/observability/telemetry.py), as the HTTP transports do."""
+        started = time.perf_counter()
+        facts = Facts(key=LOCAL_USER.identity)
+        facts.note(message)
+        response: Message | None = None
+        try:
+            reply = await self.threads.short(
+                partial(self._execute, request_id, method, params, message, facts)
+            )
+            if isinstance(reply, Reply):
+                async for outgoing in reply.messages(self.threads):
+                    self.write(outgoing)
+                    response = outgoing
+            else:
+                self.write(reply)
+                response = reply
+        except RpcError as exc:
+            response = _error(request_id, exc.code, exc.message, exc.data)
+            self.write(response)
+        except Exception:  # never let one request end the connection
+            logger.exception("stdio request %s failed", method)
+            response = _error(request_id, types.INTERNAL_ERROR, "Internal error; see the log.")
+            self.write(response)
+        finally:
+            # A reply abandoned midway (the connection closing) sent no response.
+            if response is not None and "method" in response:
+                response = None
+            telemetry.stdio_request_done(response, facts, started)
+
+    def _execute(
+        self, request_id: Any, method: str, params: Any, message: Message, facts: Facts
+    ) -> Reply | Message:
+        """The core's answer to a request (on a thread: it may query); notes the request's
+        era, whether its tool is served here, and its trace on `facts`."""
+        if facts.tool:
+            facts.tool_known = telemetry.known_tool(facts.tool, self.server)
+        # A request without the 2026-07-28 envelope belongs to the 2025 revisions.
+        facts.era = LEGACY_ERA
+        if method == "initialize":
+            self.version, initialize = negotiate(params)
+            self.capabilities = initialize.capabilities.model_dump(mode="json", exclude_none=True)
+            result = initialize_result(self.version, self.server)
+            return {"jsonrpc": "2.0", "id": request_id, "result": result}
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        if isinstance(meta, dict) and types.PROTOCOL_VERSION_META_KEY in meta:
+            route = envelope.classify_inbound_request(message)
+            if isinstance(route, envelope.InboundLadderRejection):
+                return _error(request_id, route.code, route.message, route.data)
+            version = MODERN_VERSION
+            facts.era = MODERN_VERSION
+        elif self.version is None:
+            raise RpcError(
+                types.INVALID_REQUEST,
+                "Send initialize first (or the 2026-07-28 _meta envelope with each request).",
+            )
+        else:
+            version = self.version
+        context = context_for(
+            version,
+            params,
+            request_id=request_id,
+            session_id=self.session_id,
+            session_log_level=self.log_level,
+            session_capabilities=self.capabilities,
+            server=self.server,
+        )
+        try:
+            return execute(
+                method,
+                params,
+                version=version,
+                caller=LOCAL_USER,
+                context=context,
+                on_set_level=lambda level: setattr(self, "log_level", level),
+            )
+        finally:
+            facts.trace_id = context.trace_id
+
+
+async def serve(
+    read_line: Callable[[], Awaitable[str]],
+    write_line: Callable[[str], None],
+    server: str | None = None,
+) -> None:
+    """Answer the lines `read_line` returns until it returns "" (the input ended); answers
+    go to `write_line`, one JSON message per line, without the newline. `server` serves one
+    workflow group's tools alone, as `/mcp/<slug>` does."""
+
+    def write(message: Message) -> None:
+        write_line(encode_json_ascii(message).decode())
+
+    with (
+        ThreadPoolExecutor(4, thread_name_prefix="stdio") as short,
+        ThreadPoolExecutor(settings.GRAPHS_DIRECT_RUN_THREADS, thread_name_prefix="run") as runs,
+    ):
+        threads = Threads(short=_on_thread(short), run=_on_thread(runs))
+        connection = StdioConnection(write, threads, server)
+
+        async def announce(method: str) -> None:
+            if connection.version is not None:  # after initialize (2025 revisions)
+                write({"jsonrpc": "2.0", "method": method})
+
+        watching = asyncio.create_task(
+            list_changes.ListWatcher(list_changes.Watch(server), threads).follow(announce)
+        )
+        try:
+            while line := await read_line():
+                if line.strip():
+                    await connection.receive(line)
+            # The input ended: a client that sent its requests and closed stdin (a pipe)
+            # still gets their answers.
+            await asyncio.gather(*connection.answering, return_exceptions=True)
+        finally:
+            watching.cancel()
+            for task in connection.answering:
+                task.cancel()
+            end = partial(
+                sessions.session_end, connection.session_id, reason="The stdio client went away"
+            )
+            await threads.short(end)

@@ -1,0 +1,111 @@
+"""The `/mcp` (and `/mcp/<slug>`) view for Django's own request handling (WSGI, runserver,
+the test client), and `/metrics`.
+
+Under uvicorn, `config.asgi` sends `/mcp` to the lean ASGI app in `mcp_endpoint/transports/asgi.py`
+instead; both adapt the same `admission.handle_request`. The view is async so that
+long-lived streams hold no worker thread; the request's own work runs in one hop to Django's
+sync thread, where Django manages the database connections.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from functools import partial
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET
+
+from mcp_endpoint.access import admission
+from mcp_endpoint.observability import telemetry
+from mcp_endpoint.transports import event_stream
+
+
+def _headers(request: HttpRequest) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    # A field's value excludes the whitespace around it (RFC 9110, 5.5; MCP's SEP-2243).
+    headers = {name.lower(): value.strip(" \t") for name, value in request.headers.items()}
+    scope = getattr(request, "scope", None)
+    raw = (
+        [
+            (name.decode("latin-1"), value.decode("latin-1").strip(" \t"))
+            for name, value in scope["headers"]
+        ]
+        if scope
+        else list(headers.items())
+    )
+    return headers, raw
+
+
+@csrf_exempt
+async def mcp(
+    request: HttpRequest, server: str | None = None
+) -> HttpResponse | StreamingHttpResponse:
+    """Streamable HTTP endpoint of the MCP server (both protocol eras): `/mcp`, or a workflow
+    group's `/mcp/<server>`."""
+    started = time.perf_counter()
+    headers, raw_headers = _headers(request)
+    body = None
+    if not admission.body_too_large(headers.get("content-length")):
+        try:
+            body = request.body
+        except RequestDataTooBig:
+            body = None
+        if body is not None and len(body) > settings.MCP_MAX_BODY_BYTES:
+            body = None
+    outbound = await sync_to_async(admission.handle_request, thread_sensitive=True)(
+        method=request.method or "GET",
+        headers=headers,
+        raw_headers=raw_headers,
+        body=body,
+        client_address=request.META.get("REMOTE_ADDR", ""),
+        host=request.get_host(),  # validated by Django against ALLOWED_HOSTS
+        server=server,
+    )
+    facts = outbound.facts
+    outbound = await event_stream.settle(outbound, event_stream.REQUEST_THREADS)
+    stream = event_stream.stream_of(outbound, event_stream.REQUEST_THREADS)
+    done = partial(
+        telemetry.mcp_request_done, outbound, started, http_method=request.method or "GET",
+        facts=facts,
+    )  # fmt: skip
+    if stream is not None:
+        # Django writes a streamed answer after the view returns: it is recorded as it ends.
+        return StreamingHttpResponse(
+            _recorded(stream, done), headers={**outbound.headers, **event_stream.SSE_HEADERS}
+        )
+    done()
+    response = HttpResponse(outbound.body, status=outbound.status)
+    if not outbound.body:
+        del response["Content-Type"]
+    for name, value in outbound.headers.items():
+        response[name] = value
+    return response
+
+
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    """`/metrics`, Prometheus's text format, for keys with the scope metrics:read or clients
+    in METRICS_ALLOWED_ADDRESSES (mcp_endpoint/observability/telemetry.py)."""
+    headers = {name.lower(): value for name, value in request.headers.items()}
+    refusal = telemetry.metrics_refusal(headers, request.META.get("REMOTE_ADDR", ""))
+    if refusal is not None:
+        response = HttpResponse(
+            refusal.message, status=refusal.status, content_type="text/plain; charset=utf-8"
+        )
+        for name, value in refusal.headers.items():
+            response[name] = value
+        return response
+    return telemetry.exposition()
+
+
+async def _recorded(stream: AsyncIterator[bytes], done: Callable[[], None]) -> AsyncIterator[bytes]:
+    """`stream`, then `done()` once it has ended or the client has left (Django closes it)."""
+    try:
+        async for chunk in stream:
+            yield chunk
+    finally:
+        done()
