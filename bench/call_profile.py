@@ -4,15 +4,12 @@
     .venv/bin/python bench/call_profile.py --workflow count_files --calls 200
 
 Needs PostgreSQL (DATABASE_URL, default postgresql://postgres@127.0.0.1:5432/switchyard_profile,
-created if missing) and, for count_files, the filesystem server the install script caches
-(`bash .ci/install-mcp-peers.sh`). Runs `graphs.execution.runs.workflow_call` in this process, with
-the
-history written as in production, and times each SQL statement (Django's `execute_wrapper`),
-the engine (`graphs.execution.runs.execute`), the batched rows (`recorder.write_rows`) and
-downstream
-calls (`client.call_tool`). Prints the call's p50 and each part's median per call; what
-the parts do not cover is Python around them (docs/benchmarks.md, "where a short call's time
-goes").
+created if missing) and, for count_files, the filesystem server the install script caches (`bash
+.ci/install-mcp-peers.sh`). Runs `graphs.execution.runs.workflow_call` in this process, with the
+history written as in production, and times each SQL statement (Django's `execute_wrapper`), the
+engine (`graphs.execution.runs.execute`), the batched rows (`recorder.write_rows`) and downstream
+calls (`client.call_tool`). Prints the call's p50 and each part's median per call; what the parts do
+not cover is Python around them (docs/benchmarks.md, "where a short call's time goes").
 """
 
 from __future__ import annotations

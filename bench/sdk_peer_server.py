@@ -1,10 +1,10 @@
 """The peer of `bench/mcp_endpoint.py`: the same `get_node_details` tool on the official SDK.
 
-An `MCPServer` (the SDK v2 high-level server, formerly FastMCP) with one tool,
-`get_node_details`, answering from the same catalog as Switchyard: the built-in spec files
-are parsed by our own loader and served from an in-memory `nodespecs.knowledge.registry.Registry`
-through `nodespecs.knowledge.service.get_node_details` (no database). Served by uvicorn through the
-SDK's streamable HTTP app, with JSON responses (as Switchyard answers):
+An `MCPServer` (the SDK v2 high-level server, formerly FastMCP) with one tool, `get_node_details`,
+answering from the same catalog as Switchyard: the built-in spec files are parsed by our own loader
+and served from an in-memory `nodespecs.knowledge.registry.Registry` through
+`nodespecs.knowledge.service.get_node_details` (no database). Served by uvicorn through the SDK's
+streamable HTTP app, with JSON responses (as Switchyard answers):
 
     .venv/bin/uvicorn bench.sdk_peer_server:app --host 127.0.0.1 --port 8801 --workers 2
 

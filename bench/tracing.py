@@ -14,12 +14,11 @@ so that drift of a shared machine hits them alike:
   the spans (what a process pays before the network).
 
 Each measures µs per call of three requests through `mcp_endpoint.protocol.core.execute`
-(2026-07-28):
-`tools/list` (a cached answer: the core's overhead shows most there), `tools/call
+(2026-07-28): `tools/list` (a cached answer: the core's overhead shows most there), `tools/call
 get_node_details`, and `tools/call sum_to_n` with n iterations (a direct run recorded in the
-history, `bench/graph_files/loop.yaml`), followed to its answer. The table gives the median
-over rounds of each round's mean, the spread (lowest and highest round), and each variant over
-`bare` (1.000 = no cost; the issue asks `off` within 1.03 and `on` within 1.10).
+history, `bench/graph_files/loop.yaml`), followed to its answer. The table gives the median over
+rounds of each round's mean, the spread (lowest and highest round), and each variant over `bare`
+(1.000 = no cost; the issue asks `off` within 1.03 and `on` within 1.10).
 
     .venv/bin/python bench/tracing.py --http BASE [--head HEAD] [--duration 5] [--rounds 3]
 

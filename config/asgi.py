@@ -1,9 +1,8 @@
 """ASGI entry point: `uvicorn config.asgi:application`.
 
 `/mcp` and each workflow group's `/mcp/<slug>` go to the lean MCP app
-(mcp_endpoint/transports/asgi.py),
-the legacy HTTP+SSE transport's `/sse` and `/messages` to its sibling; everything else to
-Django, with its body bounded.
+(mcp_endpoint/transports/asgi.py), the legacy HTTP+SSE transport's `/sse` and `/messages` to its
+sibling; everything else to Django, with its body bounded.
 """
 
 import json

@@ -366,16 +366,14 @@ MCP_CLIENT_MAX_RESULT_BYTES = int(os.environ.get("MCP_CLIENT_MAX_RESULT_BYTES", 
 PROVIDER_ALLOWED_COMMANDS = env_list("PROVIDER_ALLOWED_COMMANDS", "")
 
 # Issue 24, parts 1-2 (nodespecs/providers/builder_access.py): the registered providers any
-# builder's
-# key may call in its drafts, by name, besides those opened in the admin (default: none, so a
-# new provider is the operators' alone); and how many servers of its own one key may declare.
+# builder's key may call in its drafts, by name, besides those opened in the admin (default: none,
+# so a new provider is the operators' alone); and how many servers of its own one key may declare.
 PROVIDERS_OPEN_TO_BUILDERS = env_list("PROVIDERS_OPEN_TO_BUILDERS", "")
 BUILDER_MAX_DECLARED_SERVERS = int(os.environ.get("BUILDER_MAX_DECLARED_SERVERS", "20"))
 
 # Issue 24, part 3 (egress policy, nodespecs/downstream/egress.py): a server an agent names in a
-# workflow
-# is reached only at public addresses, judged after DNS on every connection. An operator may
-# exempt networks (comma-separated CIDRs, e.g. 10.20.0.0/16,fd12::/64), and refuse plain http.
+# workflow is reached only at public addresses, judged after DNS on every connection. An operator
+# may exempt networks (comma-separated CIDRs, e.g. 10.20.0.0/16,fd12::/64), and refuse plain http.
 EGRESS_ALLOWED_NETWORKS = env_list("EGRESS_ALLOWED_NETWORKS", "")
 for _network in EGRESS_ALLOWED_NETWORKS:
     try:
@@ -399,12 +397,11 @@ KNOWLEDGE_MAX_QUERY_TERMS = env_int("KNOWLEDGE_MAX_QUERY_TERMS", 100)
 # preview in the history, never silently dropped.
 GRAPHS_MAX_PAYLOAD_BYTES = int(os.environ.get("GRAPHS_MAX_PAYLOAD_BYTES", str(256 * 1024)))
 # The highest executionLimits any workflow may set (graphs/authoring/limits.py): a save or import
-# above
-# either is refused naming it, and a workflow stored above one runs capped at it. A run writes
-# a history row per node execution and the engine keeps each output for the history
-# functions, so 10,000 (ten times the default maxNodeExecutions of 1,000) bounds both a run's
-# rows and its memory; 10 minutes (twice the default maxExecutionTimeMs) bounds how long one
-# run holds a direct-run thread or a worker.
+# above either is refused naming it, and a workflow stored above one runs capped at it. A run writes
+# a history row per node execution and the engine keeps each output for the history functions, so
+# 10,000 (ten times the default maxNodeExecutions of 1,000) bounds both a run's rows and its memory;
+# 10 minutes (twice the default maxExecutionTimeMs) bounds how long one run holds a direct-run
+# thread or a worker.
 GRAPHS_MAX_NODE_EXECUTIONS_CEILING = env_int("GRAPHS_MAX_NODE_EXECUTIONS_CEILING", 10_000)
 GRAPHS_MAX_EXECUTION_TIME_MS_CEILING = env_int("GRAPHS_MAX_EXECUTION_TIME_MS_CEILING", 600_000)
 if not GRAPHS_MAX_NODE_EXECUTIONS_CEILING or not GRAPHS_MAX_EXECUTION_TIME_MS_CEILING:
@@ -463,11 +460,10 @@ GRAPHS_RUN_WAIT_SECONDS = env_seconds("GRAPHS_RUN_WAIT_SECONDS", 120)
 GRAPHS_DIRECT_RUN_THREADS = int(os.environ.get("GRAPHS_DIRECT_RUN_THREADS", "16"))
 
 # Issue 24, part 4 (no recursion; graphs/execution/lineage.py, graphs/execution/direct_turns.py): a
-# workflow call
-# that comes back through other workflows' calls is refused when the chain of runs, the
-# called one included, would be deeper than GRAPHS_MAX_CALL_DEPTH (a cycle always is); and
-# one caller has at most GRAPHS_RUN_THREADS_PER_CALLER of the direct-run threads at once
-# (default half of them), its further calls waiting their turn while other callers' start.
+# workflow call that comes back through other workflows' calls is refused when the chain of runs,
+# the called one included, would be deeper than GRAPHS_MAX_CALL_DEPTH (a cycle always is); and one
+# caller has at most GRAPHS_RUN_THREADS_PER_CALLER of the direct-run threads at once (default half
+# of them), its further calls waiting their turn while other callers' start.
 GRAPHS_MAX_CALL_DEPTH = env_int("GRAPHS_MAX_CALL_DEPTH", 3)
 if GRAPHS_MAX_CALL_DEPTH < 1 or GRAPHS_MAX_CALL_DEPTH > 32:
     raise ImproperlyConfigured(
@@ -544,14 +540,13 @@ if TRACE_URL_TEMPLATE and "{trace_id}" not in TRACE_URL_TEMPLATE:
 # --forwarded-allow-ips, read here too. Empty (the default): no proxy, and a request carrying
 # the header matches no address allow-list (mcp_endpoint/access/client_addresses.py).
 FORWARDED_ALLOW_IPS = os.environ.get("FORWARDED_ALLOW_IPS", "").strip()
-# Metric labels bounded by construction: of the published workflows, the
-# METRICS_WORKFLOW_LABELS oldest are labelled by name in /metrics, the others as "other"
-# (graphs/execution/telemetry.py); the servers agents declare are one provider label, "declared".
+# Metric labels bounded by construction: of the published workflows, the METRICS_WORKFLOW_LABELS
+# oldest are labelled by name in /metrics, the others as "other" (graphs/execution/telemetry.py);
+# the servers agents declare are one provider label, "declared".
 METRICS_WORKFLOW_LABELS = env_count("METRICS_WORKFLOW_LABELS", 100)
 # Version history (graphs/authoring/version_storage.py): a workflow keeps at most this many
-# versions,
-# its oldest drafts pruned past it (never a published one, nor one a run points at), and an
-# API key stores at most this many bytes of versions a day (UTC; 0: no bound).
+# versions, its oldest drafts pruned past it (never a published one, nor one a run points at), and
+# an API key stores at most this many bytes of versions a day (UTC; 0: no bound).
 GRAPHS_MAX_VERSIONS_PER_WORKFLOW = env_count("GRAPHS_MAX_VERSIONS_PER_WORKFLOW", 50)
 if GRAPHS_MAX_VERSIONS_PER_WORKFLOW < 2:
     raise ImproperlyConfigured(

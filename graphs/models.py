@@ -1,9 +1,8 @@
 """Workflows (graphs served as MCP tools), their immutable versions, and the history of runs.
 
-A `Workflow` is what authors edit; every change to it is frozen into a `WorkflowVersion`, and
-a `Run` points at the version it ran, so history always shows the graph that actually ran.
-`Run` and `NodeExecution` rows are written as the run happens (graphs/execution/recorder.py), so a
-crash
+A `Workflow` is what authors edit; every change to it is frozen into a `WorkflowVersion`, and a
+`Run` points at the version it ran, so history always shows the graph that actually ran. `Run` and
+`NodeExecution` rows are written as the run happens (graphs/execution/recorder.py), so a crash
 leaves the history up to the crash.
 """
 
@@ -175,14 +174,12 @@ class Run(models.Model):
     is_test = models.BooleanField(default=False)
     mocks = models.JSONField(null=True, blank=True)
     # Execution (graphs/execution/liveness.py): which process runs it, its last sign of life, and
-    # why
-    # someone asked to stop it (non-empty: cancellation requested).
+    # why someone asked to stop it (non-empty: cancellation requested).
     worker = models.CharField(max_length=200, blank=True, help_text="host:pid running it.")
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     cancel_reason = models.CharField(max_length=500, blank=True)
     # Recovery by the reaper (graphs/execution/reaper.py). While a run is queued, `heartbeat_at` is
-    # when
-    # it was last sent to the workers (null: when it was created).
+    # when it was last sent to the workers (null: when it was created).
     resends = models.PositiveSmallIntegerField(
         default=0, help_text="Times sent to the workers again because none had started it."
     )
@@ -207,12 +204,11 @@ class Run(models.Model):
     # run the reaper sends again continues the same trace under it.
     trace_parent = models.CharField(max_length=55, blank=True)
     # The workflow runs whose calls led to this one, as `workflow/run` hops
-    # (graphs/execution/lineage.py);
-    # empty for a call from outside. The run's own MCP calls carry it on, with the run added.
+    # (graphs/execution/lineage.py); empty for a call from outside. The run's own MCP calls carry it
+    # on, with the run added.
     lineage = models.JSONField(default=list, blank=True)
     # Set by `graphs.execution.runs` from the same clock reading as `started_at` for a run that
-    # starts
-    # at once: auto_now_add would read the clock again, after it, on saving.
+    # starts at once: auto_now_add would read the clock again, after it, on saving.
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -276,8 +272,7 @@ class NodeExecution(models.Model):
 class StoredBytes(models.Model):
     """The bytes of versions one API key stored on one day (UTC): what
     GRAPHS_STORED_BYTES_PER_KEY_PER_DAY bounds (graphs/authoring/version_storage.py). Pruning a
-    version
-    gives nothing back: the bound is on what a key writes."""
+    version gives nothing back: the bound is on what a key writes."""
 
     actor = models.CharField(max_length=150, help_text="The key, as key:<prefix>.")
     day = models.DateField()

@@ -2,11 +2,10 @@
 
 The lowest layer's telemetry, and the machinery the others share (`mcp_endpoint → graphs →
 nodespecs`: `graphs/execution/telemetry.py` records runs and nodes,
-`mcp_endpoint/observability/telemetry.py`
-requests and the `/metrics` page). Each event is recorded in one place, as a metric and,
-with `LOG_FORMAT=json`, as one log line on the `switchyard.events` logger, so both always
-tell the same story. Here: downstream MCP calls (their durations, and a line per failure),
-the size of the pool of downstream sessions, and the catalog's serialisation cache.
+`mcp_endpoint/observability/telemetry.py` requests and the `/metrics` page). Each event is recorded
+in one place, as a metric and, with `LOG_FORMAT=json`, as one log line on the `switchyard.events`
+logger, so both always tell the same story. Here: downstream MCP calls (their durations, and a line
+per failure), the size of the pool of downstream sessions, and the catalog's serialisation cache.
 
 Costs: a recorded event is a counter increment or a histogram observation (a dict lookup
 finds the labelled child). Log events are built only when `LOG_FORMAT=json` and the level

@@ -1,11 +1,10 @@
 """Workflows that agents build: drafts, their versions, and publishing one.
 
-A draft is a version that is not served. `draft_create` and `draft_update` validate a
-definition (graphs/authoring/validation.py) and store it as a draft; `version_publish` makes a
-version
-the served one after validating it again against today's providers. `workflow_view` and
-`version_list` read them back. Saving in the admin or importing a file still publishes at
-once (graphs/authoring/services.py `workflow_save`).
+A draft is a version that is not served. `draft_create` and `draft_update` validate a definition
+(graphs/authoring/validation.py) and store it as a draft; `version_publish` makes a version the
+served one after validating it again against today's providers. `workflow_view` and `version_list`
+read them back. Saving in the admin or importing a file still publishes at once
+(graphs/authoring/services.py `workflow_save`).
 
 Definitions travel as graph documents (the seed 003 format, either file form): what
 `workflow_view` returns can be changed and sent back. Provider secrets (env and header

@@ -4,13 +4,12 @@ A file holds `server` metadata (a `WorkflowGroup`), `executionLimits`, `mcpServe
 becomes a registered provider, or reuses an identical one) and `tools` (each a `Workflow`).
 Exporting a group writes a file that imports back to the same workflows.
 
-An import names its caller: only one who may start processes (a superuser, an operator's
-command) may bring in a stdio server that is not already a registered provider
+An import names its caller: only one who may start processes (a superuser, an operator's command)
+may bring in a stdio server that is not already a registered provider
 (`graphs.authoring.services.workflow_providers`); an API caller changes only the groups it owns
 (graphs/authoring/rights.py), owns the groups it creates, and uses only the providers open to it
 (nodespecs/providers/builder_access.py). The workflows it writes are recorded in the audit trail
-under
-the caller's name.
+under the caller's name.
 """
 
 from __future__ import annotations

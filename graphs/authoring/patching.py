@@ -2,17 +2,16 @@
 deep work, and a JSON Patch is applied to one operation by operation, each checked against
 the same budget before it is applied.
 
-Applying a whole patch at once let `{"op": "copy", "from": "/tools", "path": "/tools/-"}`,
-repeated, double the document with each operation before anything measured it (18 took 3.9 s
-and 552 MB). Here the budget is the one validation reads a definition within
-(graphs/engine/checks/all_checks.py): at most MAX_ITEMS values (mappings, lists and scalars),
-MAX_CHARS
-characters of text (strings and keys) and MAX_DEPTH levels. What an `add`, `replace`, `copy`
-or `move` writes is measured before it is written, counting no further than the budget left,
-so a `copy` whose source alone is over budget is refused before anything is copied; what a
-`remove` or a `replace` takes away is subtracted. What a patch writes in all is held to the
-same budget (a patch never needs to write more than a whole definition), so its work is
-linear in the budget whatever it does. At most MAX_PATCH_OPERATIONS operations are applied.
+Applying a whole patch at once let `{"op": "copy", "from": "/tools", "path": "/tools/-"}`, repeated,
+double the document with each operation before anything measured it (18 took 3.9 s and 552 MB). Here
+the budget is the one validation reads a definition within (graphs/engine/checks/all_checks.py): at
+most MAX_ITEMS values (mappings, lists and scalars), MAX_CHARS characters of text (strings and keys)
+and MAX_DEPTH levels. What an `add`, `replace`, `copy` or `move` writes is measured before it is
+written, counting no further than the budget left, so a `copy` whose source alone is over budget is
+refused before anything is copied; what a `remove` or a `replace` takes away is subtracted. What a
+patch writes in all is held to the same budget (a patch never needs to write more than a whole
+definition), so its work is linear in the budget whatever it does. At most MAX_PATCH_OPERATIONS
+operations are applied.
 """
 
 from __future__ import annotations

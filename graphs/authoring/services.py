@@ -130,12 +130,11 @@ def workflow_save_draft(
 ) -> WorkflowVersion:
     """Validate a workflow as edited and freeze it as a draft version, which is not served.
 
-    The workflow's own row (what it serves) changes only when it is new: it is then created
-    with no published version, so it serves nothing until one is published. Saving the same
-    graph as the latest draft again returns that draft. Raises `ValidationError` as
-    `workflow_save` does, and when the version would take an API caller past its bytes of a
-    day (graphs/authoring/version_storage.py); the workflow's oldest drafts past the cap on
-    versions are
+    The workflow's own row (what it serves) changes only when it is new: it is then created with no
+    published version, so it serves nothing until one is published. Saving the same graph as the
+    latest draft again returns that draft. Raises `ValidationError` as `workflow_save` does, and
+    when the version would take an API caller past its bytes of a day
+    (graphs/authoring/version_storage.py); the workflow's oldest drafts past the cap on versions are
     pruned."""
     definition, digest, size = _checked(workflow)
     if workflow.pk is None:

@@ -5,13 +5,12 @@ The checking itself is the engine's (graphs/engine/checks/all_checks.py); this m
 only the database and settings know:
 
 - the servers an `mcp` node may call: each `mcpServers` entry that is a registered provider
-  (the one named as the registry shows it, secrets masked, or one with exactly its
-  settings, as import binds them), and registered providers by name, which a draft may name
-  without declaring them (graphs/authoring/drafts.py declares them); a provider's tools are
-  its TOOL node specs, with the tool's inputSchema and outputSchema on their ports
-  (nodespecs/providers/tool_specs.py). An entry that is not a registered provider has no known
-  tools:
-  finding them out would mean starting or calling it, which validation never does;
+  (the one named as the registry shows it, secrets masked, or one with exactly its settings, as
+  import binds them), and registered providers by name, which a draft may name without declaring
+  them (graphs/authoring/drafts.py declares them); a provider's tools are its TOOL node specs, with
+  the tool's inputSchema and outputSchema on their ports (nodespecs/providers/tool_specs.py). An
+  entry that is not a registered provider has no known tools: finding them out would mean starting
+  or calling it, which validation never does;
 - the caller's rights: a stdio server that is not a registered provider may be added only
   by a caller who may start processes, and only with a command PROVIDER_ALLOWED_COMMANDS
   allows (the rule of graphs.authoring.services.workflow_providers, checked here without registering
@@ -160,8 +159,7 @@ class _ServerIndex:
         # provider that happens to have its name (import would register a new one).
         self._declared = {str(name) for name in section}
         # Servers the egress policy judges (nodespecs/downstream/egress.py): an HTTP/SSE server an
-        # API
-        # caller declares (nodespecs/providers/builder_access.py), as its connections will be.
+        # API caller declares (nodespecs/providers/builder_access.py), as its connections will be.
         checked_urls: dict[str, str] = {}
         for name, settings in section.items():
             config = parse_server(str(name), settings, [])

@@ -1,9 +1,8 @@
 """Following a workflow call from the caller's side, whichever way it executes.
 
-`run_follow(request, threads)` is the one place where a call becomes a run and is watched
-until it ends; every transport reaches it through the MCP core
-(mcp_endpoint/calls/workflow_calls.py).
-It chooses once, by `EXECUTION_MODE`:
+`run_follow(request, threads)` is the one place where a call becomes a run and is watched until it
+ends; every transport reaches it through the MCP core (mcp_endpoint/calls/workflow_calls.py). It
+chooses once, by `EXECUTION_MODE`:
 
 - direct (the default): the run executes on a thread of `threads.run` in this process and
   reports each node as it ends;

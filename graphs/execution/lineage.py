@@ -1,12 +1,11 @@
 """How far workflow calls may chain through this service (issue 24, "No recursion").
 
-A workflow call that comes back to this service carries its lineage: the runs whose calls led
-to it (`nodespecs.downstream.call_lineage`). Before anything runs (no run thread taken, nothing
-recorded), `call_refusal` refuses a call that would make a cycle (its workflow is already in
-the chain: it would call itself again and again) or a chain deeper than
-`GRAPHS_MAX_CALL_DEPTH` workflow runs, the called one included. A run that starts records the
-lineage it was called with (`Run.lineage`) and sends it on, with itself added
-(`downstream_lineage`), with every MCP call it makes.
+A workflow call that comes back to this service carries its lineage: the runs whose calls led to it
+(`nodespecs.downstream.call_lineage`). Before anything runs (no run thread taken, nothing recorded),
+`call_refusal` refuses a call that would make a cycle (its workflow is already in the chain: it
+would call itself again and again) or a chain deeper than `GRAPHS_MAX_CALL_DEPTH` workflow runs, the
+called one included. A run that starts records the lineage it was called with (`Run.lineage`) and
+sends it on, with itself added (`downstream_lineage`), with every MCP call it makes.
 """
 
 from __future__ import annotations

@@ -1,16 +1,14 @@
 """The runs this process is executing: their heartbeat, and cancellation from any process.
 
 Every run executing here, in a web process (direct mode) or a Celery worker (queued mode), is
-registered with its `CancelToken` while the engine runs it. One daemon thread per process,
-every `GRAPHS_HEARTBEAT_SECONDS`, stamps `heartbeat_at` on all of them in one UPDATE and reads
-in one SELECT which of them someone asked to cancel (`Run.cancel_reason`, set by
+registered with its `CancelToken` while the engine runs it. One daemon thread per process, every
+`GRAPHS_HEARTBEAT_SECONDS`, stamps `heartbeat_at` on all of them in one UPDATE and reads in one
+SELECT which of them someone asked to cancel (`Run.cancel_reason`, set by
 `graphs.execution.control.run_cancel` in any process), cancelling their tokens; the engine stops
-before
-its next node. A cancel for a run of this very process sets its token at once.
+before its next node. A cancel for a run of this very process sets its token at once.
 
 A run whose heartbeat stops (its process died) is failed by the reaper
-(`graphs/execution/reaper.py`).
-The engine knows none of this: it only sees its token.
+(`graphs/execution/reaper.py`). The engine knows none of this: it only sees its token.
 """
 
 from __future__ import annotations

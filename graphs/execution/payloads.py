@@ -1,13 +1,12 @@
 """What of a run's data may be stored in its history: secrets masked, size capped.
 
-History is read by reviewers, so secrets are replaced before they are stored: values under
-keys that name a secret (`password`, `api_key`, `authorization`, ...), and the run's secret
-values wherever they were copied (`run_secrets`: the arguments the workflow's inputSchema
-marks `writeOnly` or `format: password`, and those under secret-named keys), in any string,
-under any key. Error texts also have the credentials of URLs and command lines masked
+History is read by reviewers, so secrets are replaced before they are stored: values under keys that
+name a secret (`password`, `api_key`, `authorization`, ...), and the run's secret values wherever
+they were copied (`run_secrets`: the arguments the workflow's inputSchema marks `writeOnly` or
+`format: password`, and those under secret-named keys), in any string, under any key. Error texts
+also have the credentials of URLs and command lines masked
 (`nodespecs.providers.secrets.mask_credentials`). A payload larger than `GRAPHS_MAX_PAYLOAD_BYTES`
-is
-stored as a marked preview instead of silently dropped.
+is stored as a marked preview instead of silently dropped.
 """
 
 from __future__ import annotations

@@ -3,18 +3,16 @@ schedules it every `GRAPHS_REAP_INTERVAL_SECONDS`; `manage.py reap_runs` runs it
 
 - A **running** run whose process died (a worker killed mid-run, a web process that crashed)
   stops getting heartbeats (graphs/execution/liveness.py). After `GRAPHS_RUN_STALE_SECONDS` it is
-  failed
-  with the reason, and so is the node that was running. When its workflow is marked safe to
+  failed with the reason, and so is the node that was running. When its workflow is marked safe to
   retry (`Workflow.retry_on_worker_loss`) and runs are queued, it is queued again instead, up to
   `GRAPHS_RUN_RETRIES` times: the dead attempt's node executions move to a run of their own
-  (`attempt_of` the run, failed with the reason), and the run keeps its id and starts afresh,
-  so whoever waits on it or holds its id gets the retry's outcome.
+  (`attempt_of` the run, failed with the reason), and the run keeps its id and starts afresh, so
+  whoever waits on it or holds its id gets the retry's outcome.
 - A **queued** run that no worker started within `GRAPHS_QUEUED_STALE_SECONDS` lost its message
   (a broker restarted without persistence, a purged queue): it is sent again, up to
-  `GRAPHS_QUEUED_RESENDS` times, then failed saying what to check. Sending again is safe: a
-  worker claims a run with a conditional update (graphs.execution.runs.run_execute), so of two
-  messages
-  for one run only one executes it.
+  `GRAPHS_QUEUED_RESENDS` times, then failed saying what to check. Sending again is safe: a worker
+  claims a run with a conditional update (graphs.execution.runs.run_execute), so of two messages for
+  one run only one executes it.
 
 A run's arguments reach the worker in its message; the history keeps them with secrets masked,
 so a run whose stored arguments are masked cannot be sent again: it is failed, saying so.

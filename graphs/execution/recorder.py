@@ -124,9 +124,8 @@ def write_rows(rows: list[_Row]) -> None:
 class HistoryRecorder(NullObserver):
     """Persists the node executions of one run through the engine's observer interface.
 
-    `secrets` are the run's secret values (`graphs.execution.payloads.run_secrets`): masked
-    wherever a
-    node's detail, output or error holds them."""
+    `secrets` are the run's secret values (`graphs.execution.payloads.run_secrets`): masked wherever
+    a node's detail, output or error holds them."""
 
     def __init__(
         self, run: Run, progress: Progress | None = None, secrets: Sequence[str] = ()

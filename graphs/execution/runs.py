@@ -1,12 +1,11 @@
 """Running a workflow: validate the arguments, run the engine, keep the history.
 
-`workflow_call` is the one way a workflow runs, whether the call comes over MCP, from the
-REST API, the admin's test run or `manage.py run_workflow`; in queued mode the web side
-records the run with `run_create` and a worker executes it with `run_execute`, through the
-same `_execute` (graphs/execution/control.py chooses). The `Run` row is written before the first
-node
-and finished in every case (success, failure, cancellation, a bug), so no run is left
-`running` by this process; one whose process dies is failed by the reaper.
+`workflow_call` is the one way a workflow runs, whether the call comes over MCP, from the REST API,
+the admin's test run or `manage.py run_workflow`; in queued mode the web side records the run with
+`run_create` and a worker executes it with `run_execute`, through the same `_execute`
+(graphs/execution/control.py chooses). The `Run` row is written before the first node and finished
+in every case (success, failure, cancellation, a bug), so no run is left `running` by this process;
+one whose process dies is failed by the reaper.
 """
 
 from __future__ import annotations
@@ -235,8 +234,7 @@ def _resolve(request: RunRequest) -> _Prepared:
 
 def _secrets(prepared: _Prepared, arguments: Any) -> tuple[str, ...]:
     """The run's secret values, masked wherever its history holds them
-    (graphs/execution/payloads.py);
-    its nodes get the real ones."""
+    (graphs/execution/payloads.py); its nodes get the real ones."""
     return run_secrets(prepared.compiled.tool.input_schema, arguments)
 
 

@@ -2,8 +2,7 @@
 
 Recorded where the history is written, so the metrics and the history agree: a run's end in
 `graphs/execution/runs.py` (`_finish`), each finished node in `graphs/execution/recorder.py`. The
-machinery
-(metric children, `LOG_FORMAT`, multiprocess mode) is `nodespecs/telemetry.py`'s; requests
+machinery (metric children, `LOG_FORMAT`, multiprocess mode) is `nodespecs/telemetry.py`'s; requests
 are `mcp_endpoint/observability/telemetry.py`'s. `RunQueueCollector` reads the waiting runs and the
 Celery queue when `/metrics` is scraped, so a run costs nothing for it.
 

@@ -2,8 +2,7 @@
 across threads and to the Celery workers.
 
 One trace follows a call from the MCP request (`mcp_endpoint/observability/traces.py`) through its
-run to
-each downstream MCP call (`nodespecs/downstream/client.py`):
+run to each downstream MCP call (`nodespecs/downstream/client.py`):
 
 ```
 MCP tools/call <workflow>                  request, mcp_endpoint/observability/traces.py

@@ -1,13 +1,12 @@
 """Runs for agents: the MCP tools `list_runs` and `get_run`, and the `run://<id>` resource.
 
-They answer what `GET /api/v1/runs` and `GET /api/v1/runs/{id}` answer (api_runs.py), from
-the same reads (graphs/history/run_api_queries.py) in the same shapes
-(graphs/history/run_schemas.py), with
-the same limits: at most `MAX_PAGE` runs or node executions a page, keyset cursors that are
-checked before use. One bound more than REST: an answer lands in a model's context, so a page
-also ends early once its JSON passes `ANSWER_BYTES` (its `next_cursor` then goes on from
-there). Like `runs:read` over REST, the scope reads every caller's runs; the `run://`
-resource needs it too (resources.py), beside `resources:read`.
+They answer what `GET /api/v1/runs` and `GET /api/v1/runs/{id}` answer (api_runs.py), from the same
+reads (graphs/history/run_api_queries.py) in the same shapes (graphs/history/run_schemas.py), with
+the same limits: at most `MAX_PAGE` runs or node executions a page, keyset cursors that are checked
+before use. One bound more than REST: an answer lands in a model's context, so a page also ends
+early once its JSON passes `ANSWER_BYTES` (its `next_cursor` then goes on from there). Like
+`runs:read` over REST, the scope reads every caller's runs; the `run://` resource needs it too
+(resources.py), beside `resources:read`.
 """
 
 from __future__ import annotations

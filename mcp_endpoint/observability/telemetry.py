@@ -1,19 +1,18 @@
 """What operators see of requests: a metric and, with `LOG_FORMAT=json`, a log line per MCP or
 REST request, and the `/metrics` page that Prometheus scrapes.
 
-The transports time a request and hand over what the protocol reported of it
-(`http_messages.Facts`: method, tool, era, caller); this module turns that into bounded
-labels, the counter and histogram, and the `request` log line. MCP requests are recorded by
-the ASGI app (`mcp_endpoint/transports/asgi.py`) and the Django view (`views.py`), REST requests by
-`RestTelemetryMiddleware` (what the route learned is noted on the request by `api.py`).
-Runs, nodes, downstream calls and the pool are `graphs/execution/telemetry.py`'s and
-`nodespecs/telemetry.py`'s, the shared machinery the latter's.
+The transports time a request and hand over what the protocol reported of it (`http_messages.Facts`:
+method, tool, era, caller); this module turns that into bounded labels, the counter and histogram,
+and the `request` log line. MCP requests are recorded by the ASGI app
+(`mcp_endpoint/transports/asgi.py`) and the Django view (`views.py`), REST requests by
+`RestTelemetryMiddleware` (what the route learned is noted on the request by `api.py`). Runs, nodes,
+downstream calls and the pool are `graphs/execution/telemetry.py`'s and `nodespecs/telemetry.py`'s,
+the shared machinery the latter's.
 
-Labels are bounded: a method is one the protocol defines (else "other"), a tool one this
-server serves (else "other"; a workflow only among the METRICS_WORKFLOW_LABELS that
+Labels are bounded: a method is one the protocol defines (else "other"), a tool one this server
+serves (else "other"; a workflow only among the METRICS_WORKFLOW_LABELS that
 `graphs.execution.telemetry.labelled_workflows` names), a REST route its pattern, never the path as
-sent. The key is
-logged by its identity (`key:<prefix>`), never the key.
+sent. The key is logged by its identity (`key:<prefix>`), never the key.
 """
 
 from __future__ import annotations

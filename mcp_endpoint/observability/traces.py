@@ -1,13 +1,13 @@
 """The span of one MCP request, opened and closed by the protocol core (`core.execute`), so
 every transport (Streamable HTTP in both eras, legacy SSE, stdio, REST) has one.
 
-The span continues the caller's trace from the `traceparent` of the request's `_meta`
-(2026-07-28), else from its HTTP `traceparent` header. It carries the method, the tool, the
-era and protocol version, who called (`key:<prefix>`, never the key) and the outcome. A reply
-that goes on after `execute` returns (a workflow call's run, followed by
-`workflow_calls.follow`) keeps its span open until its last message, and the blocking work
-it hands to threads (the direct run, the queued run's sending) runs with the span current,
-so the run's spans are its children (`graphs/execution/tracing.py`).
+The span continues the caller's trace from the `traceparent` of the request's `_meta` (2026-07-28),
+else from its HTTP `traceparent` header. It carries the method, the tool, the era and protocol
+version, who called (`key:<prefix>`, never the key) and the outcome. A reply that goes on after
+`execute` returns (a workflow call's run, followed by `workflow_calls.follow`) keeps its span open
+until its last message, and the blocking work it hands to threads (the direct run, the queued run's
+sending) runs with the span current, so the run's spans are its children
+(`graphs/execution/tracing.py`).
 
 With tracing off (`graphs.execution.tracing.enabled()` false) `core.execute` does not come here.
 """

@@ -216,11 +216,10 @@ def execute(
     """Answer one request (the id is `context.request_id`) for `version`.
 
     Raises `RpcError` (unknown method, bad params, a failing method) or `Forbidden`.
-    `on_set_level(level)` stores a `logging/setLevel` for the session, where there is one.
-    With tracing on, the request has a span (mcp_endpoint/observability/traces.py), continuing the
-    trace of
-    its `_meta`'s `traceparent`, else of `trace_headers` (its HTTP headers, lower-cased),
-    which may also carry the call's lineage (`call_lineage.HEADER`).
+    `on_set_level(level)` stores a `logging/setLevel` for the session, where there is one. With
+    tracing on, the request has a span (mcp_endpoint/observability/traces.py), continuing the trace
+    of its `_meta`'s `traceparent`, else of `trace_headers` (its HTTP headers, lower-cased), which
+    may also carry the call's lineage (`call_lineage.HEADER`).
     """
     if trace_headers is not None:
         header = trace_headers.get(_LINEAGE_HEADER)

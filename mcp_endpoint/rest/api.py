@@ -227,10 +227,10 @@ def _invoke(
     body: InvokeRequest, caller: Caller, request_id: str, lineage_header: str | None
 ) -> tuple[dict[str, Any], float]:
     """Call a tool through the protocol core, as a 2025 client would, and wait for its
-    response: the result (a workflow's run id as `_run_id`) and the milliseconds it took.
-    With tracing on, the call's span is a child of the REST request's
-    (`telemetry.RestTelemetryMiddleware`). `lineage_header` is the request's
-    `Switchyard-Lineage`, sent by a workflow run calling back (graphs/execution/lineage.py)."""
+    response: the result (a workflow's run id as `_run_id`) and the milliseconds it took. With
+    tracing on, the call's span is a child of the REST request's
+    (`telemetry.RestTelemetryMiddleware`). `lineage_header` is the request's `Switchyard-Lineage`,
+    sent by a workflow run calling back (graphs/execution/lineage.py)."""
     start = time.perf_counter()
     params = {"name": body.name, "arguments": body.arguments}
     context = context_for(

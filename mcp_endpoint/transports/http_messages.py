@@ -96,9 +96,8 @@ class Outbound:
     # A stream of list-change notifications (a 2026-07-28 `subscriptions/listen`, or a 2025
     # session's GET stream).
     listen: Listen | None = None
-    # A legacy HTTP+SSE stream (`GET /sse`) opened under this id
-    # (`mcp_endpoint/transports/sse.py`), its
-    # caller's hold on a stream's place (`list_changes.StreamLease`), and the list changes it
+    # A legacy HTTP+SSE stream (`GET /sse`) opened under this id (`mcp_endpoint/transports/sse.py`),
+    # its caller's hold on a stream's place (`list_changes.StreamLease`), and the list changes it
     # carries besides its answers (None: none, for a key that may not list tools).
     channel: str | None = None
     channel_lease: StreamLease | None = None

@@ -5,9 +5,8 @@ per line. Their stored values are never sent to the browser: the form shows the 
 alone, a line with nothing after the separator keeps the stored value, a line with a value
 replaces it, and a deleted line removes it.
 
-A stdio provider is a command Switchyard runs on its host: only a superuser may register one
-or change what it runs (`nodespecs.providers.lifecycle.provider_check`). Other staff see its
-command,
+A stdio provider is a command Switchyard runs on its host: only a superuser may register one or
+change what it runs (`nodespecs.providers.lifecycle.provider_check`). Other staff see its command,
 args and working directory read-only and not its env, and are told why if they ask for one.
 """
 

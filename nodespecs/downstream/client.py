@@ -14,14 +14,12 @@ page, up to `MAX_TOOL_PAGES`.
 
 Each tool call is an OpenTelemetry span, a child of the span current on the calling thread (a
 workflow node's: graphs/execution/tracing.py), made current on the pool's loop while the call is
-sent,
-and only then: the SDK's client puts its `traceparent` in the request's `_meta`, and over
-HTTP in the `traceparent` header too (`nodespecs.downstream.transports`). With tracing off the span
-is the API's no-op one.
+sent, and only then: the SDK's client puts its `traceparent` in the request's `_meta`, and over HTTP
+in the `traceparent` header too (`nodespecs.downstream.transports`). With tracing off the span is
+the API's no-op one.
 
 A workflow run's calls carry its lineage (`nodespecs.downstream.call_lineage`): in the request's
-`_meta`,
-and over HTTP in a header set for that call alone, so that this service, called back, can
+`_meta`, and over HTTP in a header set for that call alone, so that this service, called back, can
 refuse a chain that recurses.
 """
 

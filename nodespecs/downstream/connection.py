@@ -19,13 +19,12 @@ class Connection:
     server) are not part of that identity. `env` and `headers` may hold secrets, so they are
     left out of the repr.
 
-    `egress_checked` (part of the identity: a checked and an unchecked connection to one URL
-    never share a session) marks a server that an agent or another caller without the right
-    to start processes declared: each of its connections, redirects and reconnections
-    included, goes only to addresses the egress policy allows (`nodespecs.downstream.egress`), and
-    its
-    failures are told by their class only (`nodespecs.downstream.errors.explain`), the details going
-    to the log. Operators' and superusers' providers are not checked.
+    `egress_checked` (part of the identity: a checked and an unchecked connection to one URL never
+    share a session) marks a server that an agent or another caller without the right to start
+    processes declared: each of its connections, redirects and reconnections included, goes only to
+    addresses the egress policy allows (`nodespecs.downstream.egress`), and its failures are told by
+    their class only (`nodespecs.downstream.errors.explain`), the details going to the log.
+    Operators' and superusers' providers are not checked.
     """
 
     name: str = field(compare=False)

@@ -79,8 +79,8 @@ class StderrTail(asyncio.Protocol):
 
 class Diagnostics:
     """What one live connection allows and what its transport saw, to explain its failures;
-    what the server said is kept with `secrets` (the connection's) redacted.
-    `max_result_bytes` is MCP_CLIENT_MAX_RESULT_BYTES as the connection started."""
+    what the server said is kept with `secrets` (the connection's) redacted. `max_result_bytes` is
+    MCP_CLIENT_MAX_RESULT_BYTES as the connection started."""
 
     def __init__(self, secrets: tuple[str, ...] = (), *, max_result_bytes: int) -> None:
         self.secrets = secrets

@@ -6,12 +6,11 @@ What the server said is quoted with the connection's secrets redacted.
 
 A connection marked `egress_checked` (a server an agent declared) is told only the class of its
 failure: refused by the egress policy (which class of address, which setting would allow it),
-unreachable (no HTTP answer came back: refused, reset, closed, no such host), timed out, not
-an MCP server (HTTP answers came, but no usable MCP), or an answer over the size limit; never
-what the server said (bodies, reason phrases, headers), nor whether a connection was refused
-or reset, nor an HTTP status, which would make the service a port scanner of whatever the
-agent names.
-The full explanation goes to the log (`nodespecs.downstream.client`), for operators.
+unreachable (no HTTP answer came back: refused, reset, closed, no such host), timed out, not an MCP
+server (HTTP answers came, but no usable MCP), or an answer over the size limit; never what the
+server said (bodies, reason phrases, headers), nor whether a connection was refused or reset, nor an
+HTTP status, which would make the service a port scanner of whatever the agent names. The full
+explanation goes to the log (`nodespecs.downstream.client`), for operators.
 
 Used by `nodespecs.downstream.pool`, `nodespecs.downstream.client` and
 `nodespecs.downstream.transports`.

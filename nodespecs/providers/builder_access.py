@@ -6,11 +6,10 @@ call its tools only where an operator opened it to builders: per provider in the
 ("open to any builder", or a list of users), or by name in `PROVIDERS_OPEN_TO_BUILDERS`.
 Keys with `workflows:admin`, people in the admin and operators' commands use every provider.
 
-A server an API caller names in `mcpServers` itself (HTTP or SSE) becomes that caller's
-declared server (`Provider.declared_by`): part of its workflows only, never in the catalog,
-never refreshed, reached only where the egress policy allows (nodespecs/downstream/egress.py), and
-at
-most `BUILDER_MAX_DECLARED_SERVERS` of them per key.
+A server an API caller names in `mcpServers` itself (HTTP or SSE) becomes that caller's declared
+server (`Provider.declared_by`): part of its workflows only, never in the catalog, never refreshed,
+reached only where the egress policy allows (nodespecs/downstream/egress.py), and at most
+`BUILDER_MAX_DECLARED_SERVERS` of them per key.
 """
 
 from __future__ import annotations

@@ -6,10 +6,9 @@ the server no longer offers is marked unavailable (agents are told so; search le
 out) and comes back when the server offers it again. Provider specs are generated: a
 refresh overwrites edits made to them in the admin.
 
-Every save of a provider's settings goes through `provider_save`, which checks the caller's
-right to make the server start a process (`nodespecs.downstream.process_rights`) and records the
-change
-in the audit trail.
+Every save of a provider's settings goes through `provider_save`, which checks the caller's right to
+make the server start a process (`nodespecs.downstream.process_rights`) and records the change in
+the audit trail.
 """
 
 from __future__ import annotations

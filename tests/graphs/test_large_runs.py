@@ -59,8 +59,7 @@ CEILING_MESSAGE = (
 def _rows(run_id: int, count: int) -> Iterator[tuple[Any, ...]]:
     """sum_to stopped by maxNodeExecutions after `count` executions: entry, then step and
     more in turn, in `graphs.execution.recorder.COLUMNS` order with the JSON encoded, as the
-    recorder
-    writes them."""
+    recorder writes them."""
     step_detail, more_detail = json.dumps({"expr": STEP_EXPR}), json.dumps({"target": "step"})
     for index in range(count):
         at = T0 + timedelta(microseconds=300 * index)

@@ -1,6 +1,5 @@
 """Test runs' mocks (graphs/execution/mocks.py): what each mocked mcp node answers, fixed when the
-run is
-created and kept on it, and a run of a workflow whose server cannot be reached succeeding on
+run is created and kept on it, and a run of a workflow whose server cannot be reached succeeding on
 its mocks alone."""
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Data stays with its owner (issue 24, item 7): test_workflow's `from_run` takes only the
 caller's runs (graphs/execution/mocks.py), get_workflow shows no credentials of URLs or stdio args
 (graphs/authoring/files.py), run errors quote no credentials and the history holds no secret
-argument
-wherever it was copied (graphs/execution/payloads.py, graphs/execution/recorder.py,
+argument wherever it was copied (graphs/execution/payloads.py, graphs/execution/recorder.py,
 graphs/execution/runs.py)."""
 
 from __future__ import annotations

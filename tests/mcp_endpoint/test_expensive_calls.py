@@ -265,8 +265,7 @@ def test_over_the_asgi_app_a_misspelt_name_is_answered_on_a_thread_counted_once(
 
 def test_a_small_workflow_call_starts_in_the_loop(db):
     """Its run goes on the reply's threads (graphs/execution/follow.py): answering the request
-    itself
-    only wraps the call. A large body still goes to a thread."""
+    itself only wraps the call. A large body still goes to a thread."""
     import_file("loops.yaml")
     small = tools_call("sum_to", {"n": 3})
     large = tools_call("sum_to", {"n": 3, "pad": "x" * asgi.INLINE_BODY_BYTES})

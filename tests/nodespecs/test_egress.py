@@ -1,7 +1,6 @@
 """The egress policy (nodespecs/downstream/egress.py) for servers an agent names: every spelling of
-an
-internal address refused after DNS, the operator's exemptions, enforcement on every connection
-(a listener on 127.0.0.1 sees nothing), and errors that say only the class of a failure."""
+an internal address refused after DNS, the operator's exemptions, enforcement on every connection (a
+listener on 127.0.0.1 sees nothing), and errors that say only the class of a failure."""
 
 from __future__ import annotations
 

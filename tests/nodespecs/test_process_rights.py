@@ -1,8 +1,8 @@
 """Starting processes is a superuser's right (issue 13, item 5): only a superuser may register
-a stdio provider or change what it runs, in the admin and in the service every save goes
-through (nodespecs/providers/lifecycle.py, nodespecs/downstream/process_rights.py);
-PROVIDER_ALLOWED_COMMANDS
-narrows the commands for everyone; each such change is in the audit trail."""
+a stdio provider or change what it runs, in the admin and in the service every save goes through
+(nodespecs/providers/lifecycle.py, nodespecs/downstream/process_rights.py);
+PROVIDER_ALLOWED_COMMANDS narrows the commands for everyone; each such change is in the audit
+trail."""
 
 from __future__ import annotations
 

@@ -1,14 +1,13 @@
 """Validation's checks of `mcp` nodes against the servers and tools they call. Plain Python.
 
-For each `mcp` node: its server is an `mcpServers` entry or a registered provider (a draft
-may name one without declaring it: graphs/authoring/drafts.py declares it as the registry shows it);
-its tool exists on that server; its literal
-`args` against the tool's `inputSchema` (a required argument missing, an argument the tool
-does not take, a literal of the wrong JSON type: errors, since the tool would refuse the
-call); each expression argument whose type can be inferred against the type the tool takes
-(an error when the expression itself, or the entry's inputSchema, which every call is
-checked against, says it; a warning when an upstream tool's outputSchema or a transform does,
-since those describe what a node usually returns, not what it must).
+For each `mcp` node: its server is an `mcpServers` entry or a registered provider (a draft may name
+one without declaring it: graphs/authoring/drafts.py declares it as the registry shows it); its tool
+exists on that server; its literal `args` against the tool's `inputSchema` (a required argument
+missing, an argument the tool does not take, a literal of the wrong JSON type: errors, since the
+tool would refuse the call); each expression argument whose type can be inferred against the type
+the tool takes (an error when the expression itself, or the entry's inputSchema, which every call is
+checked against, says it; a warning when an upstream tool's outputSchema or a transform does, since
+those describe what a node usually returns, not what it must).
 
 Servers whose tools are not known (an `mcpServers` entry that is no registered provider:
 finding out would mean calling it) get one `tools_unknown` warning and no tool checks.
