@@ -74,7 +74,7 @@ def main() -> None:
     from graphs.execution import runs as runs_module
     from graphs.execution.runs import RunRequest, workflow_call
     from graphs.execution.toolset import workflow_tools
-    from nodespecs.audit import caller_command
+    from nodespecs.callers import caller_command
     from nodespecs.downstream import client
 
     spent: dict[str, list[float]] = collections.defaultdict(list)

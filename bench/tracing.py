@@ -68,7 +68,7 @@ def setup_django(workdir: Path) -> None:
     call_command("migrate", verbosity=0)
     call_command("load_node_specs", verbosity=0)
     from graphs.authoring.files import graph_import
-    from nodespecs.audit import caller_command
+    from nodespecs.callers import caller_command
 
     text = (ROOT / "bench" / "graph_files" / "loop.yaml").read_text()
     graph_import(text=text, base_dir=ROOT / "bench", caller=caller_command("import_graph"))
@@ -132,26 +132,25 @@ def requests(n: int) -> dict[str, tuple[str, dict[str, Any]]]:
 def caller_and_threads() -> tuple[Any, Any]:
     from graphs.execution.follow import Threads
     from mcp_endpoint.models import Scope
-    from mcp_endpoint.protocol.core import Caller
+    from nodespecs.callers import Caller
 
-    # One thread for the blocking work, as under Django (event_stream.REQUEST_THREADS).
+    # One thread for the blocking work, as under Django (core.REQUEST_THREADS).
     pool = ThreadPoolExecutor(max_workers=1)
 
     async def on_the_thread(function: Callable[[], Any]) -> Any:
         return await asyncio.get_running_loop().run_in_executor(pool, function)
 
     threads = Threads(short=on_the_thread, run=on_the_thread)
-    return Caller("key:bench", frozenset(Scope.values)), threads
+    return Caller(actor="key:bench", scopes=frozenset(Scope.values)), threads
 
 
 def one_call(method: str, params: dict[str, Any], answer: Callable[..., Any]) -> None:
-    from mcp_endpoint.protocol.core import MODERN_VERSION, context_for
+    from mcp_endpoint.protocol.core import MODERN_VERSION, Answered, Request, final
 
     caller, threads = CALLER_AND_THREADS
-    context = context_for(MODERN_VERSION, params, request_id=1)
-    reply = answer(method, params, version=MODERN_VERSION, caller=caller, context=context)
-    if reply.later is not None:
-        final = asyncio.run(reply.final(threads))
+    reply = answer(Request(method, params, MODERN_VERSION, caller, request_id=1))
+    if not isinstance(reply, Answered):
+        final = asyncio.run(final(reply, threads))
         if "result" not in final or final["result"].get("isError"):
             raise SystemExit(f"{params.get('name')} failed: {final}")
 

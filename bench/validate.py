@@ -213,7 +213,7 @@ def main() -> None:
 
     from graphs.authoring.validation import validate_workflow
     from graphs.engine import parse_definition
-    from nodespecs.audit import Caller
+    from nodespecs.callers import Caller
     from nodespecs.models import NodeSpec, Provider
     from nodespecs.providers.tool_specs import tool_document
 

@@ -34,7 +34,7 @@ async def application(scope, receive, send):
     if scope["type"] == "http" and scope["path"] == "/mcp":
         await mcp_app(scope, receive, send)
     elif scope["type"] == "http" and scope["path"].startswith(GROUP_PREFIX):
-        await mcp_app(scope, receive, send, server=scope["path"][len(GROUP_PREFIX) :])
+        await mcp_app(scope, receive, send, group=scope["path"][len(GROUP_PREFIX) :])
     elif scope["type"] == "http" and scope["path"] in LEGACY_SSE_PATHS:
         await sse_app(scope, receive, send)
     elif scope["type"] == "http":

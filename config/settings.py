@@ -116,7 +116,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Times and records each REST request (/api/...); other paths pass through untouched.
-    "mcp_endpoint.observability.telemetry.RestTelemetryMiddleware",
+    "mcp_endpoint.observability.rest_middleware.RestTelemetryMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -318,7 +318,7 @@ if MCP_ANONYMOUS_SCOPES and not DEBUG:
 # Issue 25, items 10, 11 and 13: bounds at admission (docs/operations.md, "Bounds at admission").
 # Every request's params nest at most this many levels of arrays and objects (a -32602 error,
 # or a 422 over REST, names it); answers and the history keep at most 100
-# (graphs/execution/nesting.py).
+# (graphs/engine/nesting.py).
 MCP_MAX_JSON_DEPTH = env_int("MCP_MAX_JSON_DEPTH", 64)
 if not 8 <= MCP_MAX_JSON_DEPTH <= 100:
     raise ImproperlyConfigured(
@@ -396,7 +396,7 @@ KNOWLEDGE_MAX_QUERY_TERMS = env_int("KNOWLEDGE_MAX_QUERY_TERMS", 100)
 # A node's input, output or a run's result larger than this (JSON bytes) is stored as a marked
 # preview in the history, never silently dropped.
 GRAPHS_MAX_PAYLOAD_BYTES = int(os.environ.get("GRAPHS_MAX_PAYLOAD_BYTES", str(256 * 1024)))
-# The highest executionLimits any workflow may set (graphs/authoring/limits.py): a save or import
+# The highest executionLimits any workflow may set (graphs/execution/limits.py): a save or import
 # above either is refused naming it, and a workflow stored above one runs capped at it. A run writes
 # a history row per node execution and the engine keeps each output for the history functions, so
 # 10,000 (ten times the default maxNodeExecutions of 1,000) bounds both a run's rows and its memory;

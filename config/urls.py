@@ -24,7 +24,7 @@ urlpatterns = [
     path("favicon.ico", favicon),
     path("admin/", admin.site.urls),
     path("mcp", mcp_views.mcp, name="mcp"),
-    path("mcp/<str:server>", mcp_views.mcp, name="mcp-group"),
+    path("mcp/<str:group>", mcp_views.mcp, name="mcp-group"),
     path("api/v1/", api.urls),
     path("metrics", mcp_views.metrics, name="metrics"),
     path("", include("graphs.urls")),

@@ -12,7 +12,8 @@ from django.http import HttpRequest
 from mcp_endpoint.access.keys import api_key_create, api_key_revoke
 from mcp_endpoint.models import ApiKey, Scope
 from nodespecs.admin.audit import AuditedAdmin, admin_user
-from nodespecs.audit import Action, actor_user, audit_record
+from nodespecs.audit import Action, audit_record
+from nodespecs.callers import actor_user
 
 
 class ApiKeyForm(forms.ModelForm):

@@ -19,7 +19,7 @@ from nodespecs.knowledge.specformat import (
     dump_spec_document,
     parse_spec_document,
 )
-from nodespecs.providers.secrets import EncryptedJSONField, SecretsUnreadable
+from nodespecs.secrets import EncryptedJSONField, SecretsUnreadable
 
 # The fields of a spec document, in the order the admin shows them.
 DOCUMENT_FIELDS: tuple[str, ...] = (
@@ -79,7 +79,7 @@ class Provider(models.Model):
     `nodespecs.providers.lifecycle`).
 
     `env` and `headers` may hold secrets (API tokens): they are stored encrypted
-    (`nodespecs.providers.secrets`) and the admin never shows their values.
+    (`nodespecs.secrets`) and the admin never shows their values.
     """
 
     class Transport(models.TextChoices):

@@ -2,10 +2,11 @@
 
 The lowest layer's telemetry, and the machinery the others share (`mcp_endpoint → graphs →
 nodespecs`: `graphs/execution/telemetry.py` records runs and nodes,
-`mcp_endpoint/observability/telemetry.py` requests and the `/metrics` page). Each event is recorded
-in one place, as a metric and, with `LOG_FORMAT=json`, as one log line on the `switchyard.events`
-logger, so both always tell the same story. Here: downstream MCP calls (their durations, and a line
-per failure), the size of the pool of downstream sessions, and the catalog's serialisation cache.
+`mcp_endpoint/observability/request_metrics.py` requests and the `/metrics` page). Each event is
+recorded in one place, as a metric and, with `LOG_FORMAT=json`, as one log line on the
+`switchyard.events` logger, so both always tell the same story. Here: downstream MCP calls (their
+durations, and a line per failure), the size of the pool of downstream sessions, and the catalog's
+serialisation cache.
 
 Costs: a recorded event is a counter increment or a histogram observation (a dict lookup
 finds the labelled child). Log events are built only when `LOG_FORMAT=json` and the level
@@ -39,7 +40,7 @@ from prometheus_client import (
 )
 
 from nodespecs.downstream.connection import Connection
-from nodespecs.providers.secrets import redact
+from nodespecs.secrets import redact
 
 EVENTS = logging.getLogger("switchyard.events")
 MULTIPROCESS_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")

@@ -2,7 +2,7 @@
 
 A test extension, never imported by the product: a server started with
 `MCP_EXTENSION_MODULES=tests.conformance_fixtures` (from the repository's root, as
-tests/e2e/test_conformance.py does) installs them beside the real tools at start-up, so the
+tests/e2e/test_conformance.py does) serves them beside the real tools (its `EXTENSION`, which the endpoint asks for), so the
 whole `@modelcontextprotocol/conformance` suite can run against it (docs/conformance.md).
 They exercise the protocol (content types, progress, logging, sampling, elicitation,
 input-required rounds, tasks), not the catalog. The tasks extension's tools (`slow_compute`,
@@ -22,10 +22,10 @@ from mcp import types
 from mcp_endpoint.calls import tool_tasks
 from mcp_endpoint.calls.task_extension import task_tool
 from mcp_endpoint.calls.tool_tasks import START_TASK
-from mcp_endpoint.features import prompts, resources
-from mcp_endpoint.protocol.dispatch import EXTRA_TOOLS, CallContext, ExtraTool
-from mcp_endpoint.protocol.errors import RpcError
-from mcp_endpoint.protocol.interaction import InputRequest
+from mcp_endpoint.features.extensions import Extension, ExtraTool
+from mcp_endpoint.jsonrpc.context import CallContext
+from mcp_endpoint.jsonrpc.errors import RpcError
+from mcp_endpoint.jsonrpc.interaction import InputRequest
 
 PNG = (
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJ"
@@ -475,16 +475,15 @@ TEMPLATE = types.ResourceTemplate(
 )
 
 
-def install() -> None:
-    """Add the fixtures to the server's registries (idempotent)."""
-    for name, description, schema, handler in TOOLS:
-        tool = types.Tool(name=name, description=description, input_schema=schema)
-        EXTRA_TOOLS[name] = ExtraTool(tool, handler)
-    for prompt, handler in PROMPTS:
-        prompts.PROMPTS[prompt.name] = prompt
-        prompts.HANDLERS[prompt.name] = handler
-    for resource, reader in RESOURCES:
-        resources.EXTRA_RESOURCES[str(resource.uri)] = (resource, reader)
-    if not any(template is TEMPLATE for template, _ in resources.EXTRA_TEMPLATES):
-        resources.EXTRA_TEMPLATES.append((TEMPLATE, _template_reader))
-    resources.SUBSCRIBABLE.add("test://watched-resource")
+EXTENSION = Extension(
+    tools={
+        name: ExtraTool(
+            types.Tool(name=name, description=description, input_schema=schema), handler
+        )
+        for name, description, schema, handler in TOOLS
+    },
+    prompts={prompt.name: (prompt, handler) for prompt, handler in PROMPTS},
+    resources={str(resource.uri): (resource, reader) for resource, reader in RESOURCES},
+    templates=[(TEMPLATE, _template_reader)],
+    subscribable={"test://watched-resource"},
+)

@@ -1,5 +1,5 @@
-"""Shared fixtures: a fixed cast of users and the built-in catalog; the hypothesis
-profiles; the npm MCP servers, installed once for every test session."""
+"""Shared fixtures: a fixed cast of users, the built-in catalog and the loop workflows; the
+hypothesis profiles; the npm MCP servers, installed before a run whose tests start them."""
 
 from __future__ import annotations
 
@@ -50,13 +50,34 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.long)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _npm_mcp_servers(request):
-    """Install the npm MCP servers the tests start into PEERS_HOME, once: a stamp named after
-    the install script's content marks a finished install, so later sessions cost nothing
-    and a change of the pinned versions installs again. A lock keeps two test runs started
-    at once from installing over each other. Without npm, or offline, the tests that need
-    the servers fail with the command that installs them (tests/peers)."""
+# What a test module (or a conftest above it) calls to start an npm MCP server (tests/peers).
+_NPM_HELPERS = ("npm_server_command", "require_npm_server", "npm_package_dir", "npx_offline_env")
+
+
+def _starts_npm_servers(path: Path, seen: dict[Path, bool]) -> bool:
+    """Whether the test file at `path`, or a conftest.py between it and tests/, starts an npm
+    MCP server."""
+    tests = Path(__file__).parent
+    files = [path, *(folder / "conftest.py" for folder in path.parents if tests in folder.parents)]
+    for file in files:
+        if file not in seen:
+            text = file.read_text(encoding="utf-8") if file.is_file() else ""
+            seen[file] = any(helper in text for helper in _NPM_HELPERS)
+        if seen[file]:
+            return True
+    return False
+
+
+def pytest_collection_finish(session):
+    """Install the npm MCP servers into PEERS_HOME before the first test, when a collected test
+    starts one (a unit-only run installs nothing), once: a stamp named after the install
+    script's content marks a finished install, so later sessions cost nothing and a change of
+    the pinned versions installs again. A lock keeps two test runs started at once from
+    installing over each other. Without npm, or offline, the tests that need the servers fail
+    with the command that installs them (tests/peers)."""
+    seen: dict[Path, bool] = {}
+    if not any(_starts_npm_servers(Path(item.path), seen) for item in session.items):
+        return
     script = ROOT / INSTALL_SCRIPT
     stamp = PEERS_HOME / f".installed-{hashlib.sha256(script.read_bytes()).hexdigest()[:16]}"
     if stamp.exists() or not shutil.which("npm"):
@@ -76,8 +97,17 @@ def _npm_mcp_servers(request):
         if result.returncode == 0:
             stamp.touch()
         else:  # said at once: the tests that need the servers fail later, one by one
-            reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+            reporter = session.config.pluginmanager.get_plugin("terminalreporter")
             reporter.write_line(f"\n{INSTALL_SCRIPT} failed:\n{result.stderr}", red=True)
+
+
+@pytest.fixture
+def loops(db):
+    """The workflows of tests/graphs/files/loops.yaml (sum_to loops until n and fails past
+    maxNodeExecutions; classify and is_zero switch), which call no downstream server."""
+    from tests.graph_files import import_file
+
+    return import_file("loops.yaml")
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,7 @@ from graphs.execution.runs import RunRequest, run_create
 from graphs.models import Workflow
 from mcp_endpoint.access.keys import api_key_create
 from nodespecs.models import Provider
-from tests.graphs.conftest import import_file
+from tests.graph_files import import_file
 
 TOKEN = "csrfmiddlewaretoken"
 

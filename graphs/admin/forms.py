@@ -1,5 +1,5 @@
 """The forms of the workflow admin: the YAML editor of a workflow's graph (`WorkflowForm`,
-shown by `editor_text`, checked by `workflow_validate` as it is saved) and the sample
+shown by `editor_text`, checked by `workflow_check` as it is saved) and the sample
 arguments of a test run (`TestRunForm`)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from graphs.authoring.services import workflow_validate
+from graphs.authoring.services import workflow_check
 from graphs.engine import DefinitionError, dump_yaml, load_yaml
 from graphs.models import Workflow
 from nodespecs.models import Provider
@@ -97,7 +97,7 @@ class WorkflowForm(forms.ModelForm):
         workflow.servers = self._servers(document.get("servers") or {})
         workflow.name = cleaned.get("name", workflow.name)
         try:
-            workflow_validate(workflow)
+            workflow_check(workflow)
         except ValidationError as exc:
             raise ValidationError(
                 {

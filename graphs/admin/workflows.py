@@ -29,7 +29,7 @@ from graphs.execution.runs import RunRequest, WorkflowCallError, workflow_call
 from graphs.history.drawing import draw_graph
 from graphs.models import Workflow, WorkflowGroup, WorkflowVersion
 from nodespecs.admin.audit import AuditedAdmin, admin_user
-from nodespecs.audit import caller_user
+from nodespecs.callers import caller_user
 
 # The change form's second save button: store a draft, do not publish.
 SAVE_DRAFT = "_save_draft"

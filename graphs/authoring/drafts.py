@@ -29,7 +29,7 @@ from graphs.authoring.validation import read_definition, validate_workflow
 from graphs.engine.checks.problems import Problem
 from graphs.engine.format.flat_form import nested_form
 from graphs.models import Workflow, WorkflowGroup, WorkflowVersion
-from nodespecs.audit import Caller
+from nodespecs.callers import Caller
 from nodespecs.models import Provider
 
 

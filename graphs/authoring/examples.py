@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graphs.authoring.files import graph_import
-from nodespecs.audit import caller_command
+from nodespecs.callers import caller_command
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "example_graphs"
 # The folder seed 003's count_files names, relative to its file: "./tests/counting".

@@ -25,7 +25,6 @@ from django.db import transaction
 
 from graphs.authoring.rights import group_change_refusal, group_take_ownership
 from graphs.authoring.services import (
-    LIMIT_KEYS,
     group_save,
     workflow_providers,
     workflow_save,
@@ -42,13 +41,15 @@ from graphs.engine import (
     server_to_dict,
     tool_to_dict,
 )
+from graphs.engine.format.sections import LIMIT_KEYS
 from graphs.models import Workflow, WorkflowGroup, WorkflowVersion
-from nodespecs.audit import Caller, audit_report
+from nodespecs.audit import audit_report
+from nodespecs.callers import Caller
 from nodespecs.downstream.client import Connection
 from nodespecs.models import Provider
 from nodespecs.providers.builder_access import provider_refusal
-from nodespecs.providers.secrets import CREDENTIAL_MASK, mask_command_args, mask_credentials
 from nodespecs.reports import ChangeReport
+from nodespecs.secrets import CREDENTIAL_MASK, mask_command_args, mask_credentials
 
 
 class GraphFileError(ValueError):

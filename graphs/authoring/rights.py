@@ -14,7 +14,7 @@ permissions and the host's, so nothing here refuses them.
 from __future__ import annotations
 
 from graphs.models import WorkflowGroup
-from nodespecs.audit import Caller
+from nodespecs.callers import Caller
 
 ADMIN_SCOPE = "workflows:admin"
 

@@ -9,31 +9,36 @@ import json
 from datetime import datetime
 from typing import Any
 
+from django.apps import apps
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from graphs.authoring.limits import limits_above_ceilings
 from graphs.authoring.slugs import slug_base, slug_for
 from graphs.authoring.version_storage import charge_storage, prune_drafts
-from graphs.engine import DefinitionError, ExecutionLimits, ToolGraph, parse_tool, tool_to_dict
+from graphs.engine import DefinitionError, ToolGraph, parse_tool, tool_to_dict
 from graphs.execution import toolset
+from graphs.execution.limits import limits_above_ceilings, limits_from_mapping
 from graphs.models import Workflow, WorkflowGroup, WorkflowVersion
-from nodespecs.audit import Action, Caller, audit_record, audit_records
+from nodespecs.audit import Action, audit_record, audit_records
+from nodespecs.callers import Caller
 from nodespecs.downstream.client import Connection
 from nodespecs.downstream.process_rights import command_refusal, stdio_refusal
 from nodespecs.models import Provider
 from nodespecs.providers.lifecycle import provider_find, provider_get_or_create
 
-# Tool names the MCP endpoint serves itself; a workflow may not take one (filled at start-up
-# by the endpoint app, which knows its tools; graphs must not import it).
-RESERVED_TOOL_NAMES: set[str] = set()
 
-LIMIT_KEYS = {
-    "maxNodeExecutions": "max_node_executions",
-    "maxExecutionTimeMs": "max_execution_time_ms",
-}
+def reserved_tool_names() -> frozenset[str]:
+    """The tool names the apps above serve themselves (the MCP endpoint's own tools), which no
+    workflow may take. Each installed app that serves tools says which, as its AppConfig's
+    `reserved_tool_names()`: graphs asks, and imports none of them."""
+    names: set[str] = set()
+    for config in apps.get_app_configs():
+        reserved = getattr(config, "reserved_tool_names", None)
+        if callable(reserved):
+            names.update(reserved())
+    return frozenset(names)
 
 
 def workflow_tool_mapping(workflow: Workflow) -> dict[str, Any]:
@@ -49,30 +54,9 @@ def workflow_tool_mapping(workflow: Workflow) -> dict[str, Any]:
     return mapping
 
 
-def limits_from_mapping(raw: dict[str, Any] | None) -> ExecutionLimits:
-    """`executionLimits` as the engine takes them; a bad value says which and how to fix it."""
-    raw = raw or {}
-    unknown = sorted(set(raw) - set(LIMIT_KEYS))
-    if unknown:
-        raise ValidationError(
-            {"limits": f"Unknown limit {', '.join(unknown)}; use {', '.join(LIMIT_KEYS)}."}
-        )
-    values = {}
-    for key, field in LIMIT_KEYS.items():
-        if key not in raw:
-            continue
-        value = raw[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValidationError(
-                {"limits": f"{key} must be a whole number above 0, not {value!r}."}
-            )
-        values[field] = value
-    return ExecutionLimits(**values)
-
-
-def workflow_validate(workflow: Workflow) -> ToolGraph:
+def workflow_check(workflow: Workflow) -> ToolGraph:
     """Check a workflow as the engine will run it; `ValidationError` keyed by model field."""
-    if workflow.name in RESERVED_TOOL_NAMES:
+    if workflow.name in reserved_tool_names():
         raise ValidationError(
             {"name": f"{workflow.name!r} is a built-in tool of this server; choose another name."}
         )
@@ -153,7 +137,7 @@ def _checked(workflow: Workflow) -> tuple[dict[str, Any], str, int]:
     """A workflow's graph as a version keeps it, and the digest and size in bytes of what a
     version stores (graph, limits, servers as canonical JSON); `ValidationError` when the
     engine would refuse it."""
-    definition = tool_to_dict(workflow_validate(workflow))
+    definition = tool_to_dict(workflow_check(workflow))
     parts = (definition, workflow.limits, workflow.servers)
     stored = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
     return definition, hashlib.sha256(stored).hexdigest(), len(stored)
@@ -194,7 +178,7 @@ def workflow_publish(*, version: WorkflowVersion, caller: Caller) -> Workflow:
     workflow.nodes = definition.get("nodes", [])
     workflow.limits = version.limits
     workflow.servers = version.servers
-    workflow_validate(workflow)
+    workflow_check(workflow)
     workflow.current_version = version
     workflow.save()
     if version.published_at is None:

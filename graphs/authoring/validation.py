@@ -19,7 +19,7 @@ only the database and settings know:
 registered,
   named by a caller who may not start processes, whose host resolves to an address the
   policy refuses (the DNS lookups bounded by a short timeout);
-- the limit ceilings (graphs/authoring/limits.py);
+- the limit ceilings (graphs/execution/limits.py);
 - with `name`, the published version of that workflow, whose callers a change may break.
 
 Nothing is written, and nothing a caller sends makes it raise: text that cannot be read is
@@ -35,7 +35,6 @@ from typing import Any
 # The very rules import binds servers by (private there: they are its implementation), so
 # that what validation calls a registered provider is what an import will bind.
 from graphs.authoring.files import registered_as, server_connection
-from graphs.authoring.limits import CEILINGS, limit_ceilings
 from graphs.authoring.patching import definition_too_large
 from graphs.engine import DefinitionError, load_yaml
 from graphs.engine.checks.all_checks import (
@@ -48,8 +47,9 @@ from graphs.engine.checks.all_checks import (
 from graphs.engine.checks.problems import Problem, error, warning
 from graphs.engine.format.loading import Counted, DefinitionTooLarge
 from graphs.engine.format.servers import parse_server, too_many_servers
+from graphs.execution.limits import CEILINGS, limit_ceilings
 from graphs.models import Workflow
-from nodespecs.audit import Caller
+from nodespecs.callers import Caller
 from nodespecs.downstream.egress import url_refusals
 from nodespecs.downstream.process_rights import command_refusal, stdio_refusal
 from nodespecs.models import NodeSpec, NodeType, Provider

@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, F, OuterRef
 
 from graphs.models import Run, StoredBytes, Workflow, WorkflowVersion
-from nodespecs.audit import Caller
+from nodespecs.callers import Caller
 
 
 def prune_drafts(workflow: Workflow, *, keep: WorkflowVersion) -> int:

@@ -13,10 +13,10 @@ mismatches are certain to fail every run that ends there:
   undefined is left out), lacking a property the schema requires, or giving a required one
   of a type it cannot be.
 
-Those are refused at import and save (``exit_findings``, read by parsing.py; validation
-shows them as errors). A shape learnt from a schema (the inputSchema, a downstream tool's
-outputSchema) is never certain, since callers and servers may send what their schemas do
-not say: exit_checks.py warns about its mismatches.
+Those are refused at import and save (``exit_findings``, read by graphs/engine/format/parsing.py;
+validation shows them as errors). A shape learnt from a schema (the inputSchema, a downstream tool's
+outputSchema) is never certain, since callers and servers may send what their schemas do not say:
+graphs/engine/checks/exits.py warns about its mismatches.
 """
 
 from __future__ import annotations

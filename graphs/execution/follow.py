@@ -89,16 +89,12 @@ class NodeFinished:
 
 @dataclass(frozen=True)
 class RunEnded:
-    """The run's outcome, and what the follower's `shape` made of it (None without one); or,
-    when `shape` raised, why (`unshaped`, logged): the run ended all the same."""
+    """The run ended: its outcome."""
 
     outcome: RunOutcome
-    shaped: Any = None
-    unshaped: str = ""
 
 
 RunEvent = RunWaiting | RunStarted | NodeFinished | RunEnded
-Shape = Callable[[RunOutcome], Any]
 
 # What the run's side posts to the follower: an event, or why the call could not run.
 _Posted = RunEvent | WorkflowCallError
@@ -110,16 +106,13 @@ async def run_follow(
     *,
     report_nodes: bool = False,
     keep_result: bool = False,
-    shape: Shape | None = None,
 ) -> AsyncGenerator[RunEvent, None]:
     """The events of a call's run until it ends (see the module docstring).
 
     `report_nodes` asks for a `NodeFinished` per node (else a run does not wake the event
     loop, nor query when queued, per node); `keep_result` keeps a direct run's whole result
     where another process can fetch it later (`control.run_result`), for a caller that may
-    come back for it (an MCP task). `shape(outcome)` is computed where the run ended, on a
-    thread (the run's own when direct), and comes with `RunEnded`: work that grows with the
-    result then needs no further hop to a thread."""
+    come back for it (an MCP task)."""
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue[_Posted] = asyncio.Queue()
 
@@ -131,10 +124,10 @@ async def run_follow(
     queued = settings.EXECUTION_MODE == "queued"
     ticket: Ticket | None = None
     if queued:
-        producer = asyncio.ensure_future(_queued(request, post, threads, report_nodes, shape))
+        producer = asyncio.ensure_future(_queued(request, post, threads, report_nodes))
     else:
         ticket = Ticket(request.caller, request.session_id, request.request_id)
-        direct = partial(_direct, request, post, report_nodes, keep_result, shape, ticket)
+        direct = partial(_direct, request, post, report_nodes, keep_result, ticket)
         producer = asyncio.ensure_future(_in_turn(request.caller, threads, direct, post))
     producer.add_done_callback(partial(_told_if_failed, request.name, post))
     announced = False
@@ -208,7 +201,6 @@ def _direct(
     post: Callable[[_Posted], None],
     report_nodes: bool,
     keep_result: bool,
-    shape: Shape | None,
     ticket: Ticket,
 ) -> None:
     """Execute the run in this thread (direct mode), posting what happens; unless its caller
@@ -238,27 +230,16 @@ def _direct(
         return
     if keep_result and outcome.succeeded:
         run_result_keep(outcome.run_id, outcome.result)
-    post(_ended(outcome, shape))
-
-
-def _ended(outcome: RunOutcome, shape: Shape | None) -> RunEnded:
-    """The end of a run, shaped; whatever `shape` raises ends it too, saying why."""
-    if shape is None:
-        return RunEnded(outcome)
-    try:
-        return RunEnded(outcome, shape(outcome))
-    except Exception as exc:
-        logger.exception("Making the answer of run %s failed", outcome.run_id)
-        return RunEnded(outcome, unshaped=f"{type(exc).__name__}: {exc}"[:300])
+    post(RunEnded(outcome))
 
 
 def _look(
-    run_id: int, reported: int, progress: Progress | None, shape: Shape | None
+    run_id: int, reported: int, progress: Progress | None
 ) -> tuple[RunOutcome | RunEnded, int]:
-    """One look at a queued run: how it stands, shaped once it has ended."""
+    """One look at a queued run: how it stands, or its end."""
     outcome, reported = run_check(run_id, reported, progress)
     if outcome.status in Run.FINISHED:
-        return _ended(outcome, shape), reported
+        return RunEnded(outcome), reported
     return outcome, reported
 
 
@@ -267,7 +248,6 @@ async def _queued(
     post: Callable[[_Posted], None],
     threads: Threads,
     report_nodes: bool,
-    shape: Shape | None,
 ) -> None:
     """Send the run to the workers (queued mode) and watch it until it ends."""
     try:
@@ -286,7 +266,7 @@ async def _queued(
         pause = next_pause(pause)
         try:
             looked, reported = await threads.short(
-                partial(_look, run_id, reported, progress if report_nodes else None, shape)
+                partial(_look, run_id, reported, progress if report_nodes else None)
             )
         except Exception:
             # The run goes on in its worker whatever befell this look (the database was

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from graphs.execution.payloads import MASK, TRUNCATED_KEY
 from graphs.models import NodeExecution, Run, WorkflowVersion
-from nodespecs.audit import Caller
+from nodespecs.callers import Caller
 from nodespecs.models import NodeSpec
 
 # How many of a test run's node executions its answer lists (a loop may run thousands).

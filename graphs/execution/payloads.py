@@ -4,9 +4,9 @@ History is read by reviewers, so secrets are replaced before they are stored: va
 name a secret (`password`, `api_key`, `authorization`, ...), and the run's secret values wherever
 they were copied (`run_secrets`: the arguments the workflow's inputSchema marks `writeOnly` or
 `format: password`, and those under secret-named keys), in any string, under any key. Error texts
-also have the credentials of URLs and command lines masked
-(`nodespecs.providers.secrets.mask_credentials`). A payload larger than `GRAPHS_MAX_PAYLOAD_BYTES`
-is stored as a marked preview instead of silently dropped.
+also have the credentials of URLs and command lines masked (`nodespecs.secrets.mask_credentials`). A
+payload larger than `GRAPHS_MAX_PAYLOAD_BYTES` is stored as a marked preview instead of silently
+dropped.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 # The mark of a payload cut short, here by its size, there by its depth.
-from graphs.execution.nesting import TRUNCATED_KEY as TRUNCATED_KEY
-from graphs.execution.nesting import cut_to_depth
-from nodespecs.providers.secrets import mask_credentials
+from graphs.engine.nesting import TRUNCATED_KEY as TRUNCATED_KEY
+from graphs.engine.nesting import cut_to_depth
+from nodespecs.secrets import mask_credentials
 
 MASK = "********"
 _SECRET_NAMES = {
@@ -198,7 +198,7 @@ def mask_values(value: Any, secrets: Sequence[str]) -> Any:
 
 def stored_arguments(arguments: Any, secrets: Sequence[str]) -> Any:
     """A run's arguments as its history keeps them: secret-named keys' values and `secrets`
-    masked, and what nests deeper than the history keeps marked (graphs/execution/nesting.py)."""
+    masked, and what nests deeper than the history keeps marked (graphs/engine/nesting.py)."""
     masked = mask_secrets(cut_to_depth(arguments)[0])
     return mask_values(masked, secrets) if secrets else masked
 
@@ -223,7 +223,7 @@ def encoded(value: Any, max_bytes: int, secrets: Sequence[str] = ()) -> tuple[st
 
     A payload over `max_bytes` of JSON becomes `{"_truncated": true, "bytes": N, "preview":
     "<the first max_bytes characters of its JSON>"}` (of its masked JSON); a part nested
-    deeper than the history keeps becomes a mark saying so (graphs/execution/nesting.py).
+    deeper than the history keeps becomes a mark saying so (graphs/engine/nesting.py).
     """
     value, cut = cut_to_depth(value)
     text = json.dumps(mask_secrets(value), ensure_ascii=False, default=str)

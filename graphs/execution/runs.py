@@ -20,8 +20,6 @@ from typing import Any
 from django.utils import timezone
 from mcp.types import CallToolResult
 
-from graphs.authoring.limits import ceiling_explained, limits_for_run
-from graphs.authoring.services import limits_from_mapping
 from graphs.engine import (
     CancelToken,
     CompiledTool,
@@ -36,6 +34,7 @@ from graphs.engine import (
 from graphs.engine.language.regex import RegexNotSupported
 from graphs.engine.schemas import SchemaUnresolvable, schema_errors, schema_validator
 from graphs.execution import lineage, liveness, telemetry
+from graphs.execution.limits import ceiling_explained, limits_for_run, limits_from_mapping
 from graphs.execution.payloads import run_secrets, storable, stored_arguments, stored_error
 from graphs.execution.recorder import HistoryRecorder, Progress, reconnecting
 from graphs.execution.tracing import current_trace_id, current_trace_parent, traced_run
@@ -69,8 +68,8 @@ class RunRequest:
     # The (id, digest) of the version to run, as `tools/list` showed it (a version already
     # run in this process then needs no query); None runs the current one.
     version: tuple[int, str] | None = None
-    # A test run (graphs/test_runs.py), and what its mocked mcp nodes answer, by node id
-    # (CallToolResult JSON).
+    # A test run (test_workflow: graphs/execution/mocks.py), and what its mocked mcp nodes answer,
+    # by node id (CallToolResult JSON).
     is_test: bool = False
     mocks: dict[str, Any] | None = None
     # The workflow runs whose calls led to this one (graphs/execution/lineage.py), empty for a call

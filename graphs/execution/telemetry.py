@@ -3,8 +3,8 @@
 Recorded where the history is written, so the metrics and the history agree: a run's end in
 `graphs/execution/runs.py` (`_finish`), each finished node in `graphs/execution/recorder.py`. The
 machinery (metric children, `LOG_FORMAT`, multiprocess mode) is `nodespecs/telemetry.py`'s; requests
-are `mcp_endpoint/observability/telemetry.py`'s. `RunQueueCollector` reads the waiting runs and the
-Celery queue when `/metrics` is scraped, so a run costs nothing for it.
+are `mcp_endpoint/observability/request_metrics.py`'s. `RunQueueCollector` reads the waiting runs
+and the Celery queue when `/metrics` is scraped, so a run costs nothing for it.
 
 Labels stay bounded whatever callers do: a workflow is named by its name only when it is one
 of the METRICS_WORKFLOW_LABELS oldest published and enabled workflows (`workflow_label`; keys

@@ -31,7 +31,7 @@ class WorkflowTool:
     # Names the version's content: ids alone can come back after a database reset.
     digest: str
     # The slug of its group, whose endpoint (/mcp/<slug>) serves it too.
-    server: str
+    group: str
 
 
 @dataclass(frozen=True)
@@ -87,12 +87,12 @@ def _build() -> Toolset:
         "group__slug",
     )
     tools = {row[0]: WorkflowTool(*row) for row in sorted(rows)}
-    by_server: dict[str, dict[str, WorkflowTool]] = {}
+    by_group: dict[str, dict[str, WorkflowTool]] = {}
     for name, tool in tools.items():
-        by_server.setdefault(tool.server, {})[name] = tool
+        by_group.setdefault(tool.group, {})[name] = tool
     servers = {}
     for group in WorkflowGroup.objects.order_by("slug"):
-        served = by_server.get(group.slug, {})
+        served = by_group.get(group.slug, {})
         servers[group.slug] = WorkflowServer(
             slug=group.slug,
             name=group.name,
@@ -120,13 +120,13 @@ def needs_database() -> bool:
     return _snapshot.needs_database()
 
 
-def workflow_tools(server: str | None = None) -> dict[str, WorkflowTool]:
+def workflow_tools(group: str | None = None) -> dict[str, WorkflowTool]:
     """The enabled workflows by tool name, in name order, as they are now: all of them, or
-    those of the group whose slug is `server` (none for an unknown slug)."""
+    those of the group whose slug is `group` (none for an unknown slug)."""
     toolset = _snapshot.get()
-    if server is None:
+    if group is None:
         return toolset.tools
-    found = toolset.servers.get(server)
+    found = toolset.servers.get(group)
     return found.tools if found is not None else {}
 
 
@@ -140,13 +140,13 @@ def workflow_servers() -> dict[str, WorkflowServer]:
     return _snapshot.get().servers
 
 
-def tool_list_fingerprint(server: str | None = None) -> str | None:
-    """What `workflow_tools(server)` shows, as a digest that changes when it does (None for an
+def tool_list_fingerprint(group: str | None = None) -> str | None:
+    """What `workflow_tools(group)` shows, as a digest that changes when it does (None for an
     unknown slug). May query: call it from a thread that may."""
     toolset = _snapshot.refresh()
-    if server is None:
+    if group is None:
         return toolset.fingerprint
-    found = toolset.servers.get(server)
+    found = toolset.servers.get(group)
     return found.fingerprint if found is not None else None
 
 

@@ -1,11 +1,11 @@
 """OpenTelemetry traces of workflow runs: a span per run and per node, and the trace carried
 across threads and to the Celery workers.
 
-One trace follows a call from the MCP request (`mcp_endpoint/observability/traces.py`) through its
+One trace follows a call from the MCP request (`mcp_endpoint/protocol/traces.py`) through its
 run to each downstream MCP call (`nodespecs/downstream/client.py`):
 
 ```
-MCP tools/call <workflow>                  request, mcp_endpoint/observability/traces.py
+MCP tools/call <workflow>                  request, mcp_endpoint/protocol/traces.py
   run <workflow>                           `traced_run`, here (on the worker when queued)
     node mcp <id>                          `TracingObserver`, here
       downstream tools/call <tool>         nodespecs/downstream/client.py

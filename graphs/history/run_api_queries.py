@@ -27,7 +27,8 @@ from typing import Any
 import orjson
 from django.utils import timezone
 
-from graphs.execution.nesting import cut_to_depth
+from graphs.engine.nesting import cut_to_depth
+from graphs.execution.control import RunNotFound
 from graphs.history.keyset import TOKEN_PATTERN, Cursor, run_page
 from graphs.history.selectors import RunFilters, Step, run_steps, runs_filtered
 from graphs.models import NodeExecution, Run, Workflow
@@ -63,8 +64,8 @@ class BadRunQuery(ValueError):
     """A query that cannot be answered; the message says what was wrong and how to fix it."""
 
 
-class NotFound(LookupError):
-    """No run with that id, or no workflow with that name; the message says so."""
+class WorkflowNotFound(LookupError):
+    """No workflow with that name; the message says so, with the names closest to it."""
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,7 @@ def _workflow_id(name: str) -> int:
     names = list(Workflow.objects.values_list("name", flat=True))
     close = difflib.get_close_matches(name, names, n=5)
     hint = f"did you mean {', '.join(close)}?" if close else "workflow takes a workflow's name."
-    raise NotFound(f"No workflow named {name[:200]!r}; {hint}")
+    raise WorkflowNotFound(f"No workflow named {name[:200]!r}; {hint}")
 
 
 def runs_read(
@@ -192,7 +193,9 @@ def runs_read(
     # PostgreSQL holds no text with a NUL character, so no workflow name or caller has one;
     # it would refuse even to compare with one.
     if "\x00" in workflow:
-        raise NotFound(f"No workflow named {workflow[:200]!r}: names hold no NUL character.")
+        raise WorkflowNotFound(
+            f"No workflow named {workflow[:200]!r}: names hold no NUL character."
+        )
     if "\x00" in caller:
         return RunsPage(runs=[], next_cursor=None)
     filters = RunFilters(
@@ -235,7 +238,7 @@ def run_read(
     try:
         run = Run.objects.select_related("version").only(*RUN_FIELDS).get(pk=run_id)
     except Run.DoesNotExist:
-        raise NotFound(
+        raise RunNotFound(
             f"No run {run_id}; it may have been deleted. The runs are listed by list_runs "
             "(MCP) and GET /api/v1/runs (REST)."
         ) from None
@@ -310,7 +313,7 @@ def _within_depth(record: dict[str, Any], payloads: tuple[str, ...]) -> dict[str
     """`record` with each of its `payloads` nested deeper than the history shows cut there,
     the part left out marked, and then `truncated`: a row stored before the bound (or by a
     run that built so deep a value) is still served to every reader
-    (graphs/execution/nesting.py)."""
+    (graphs/engine/nesting.py)."""
     for name in payloads:
         record[name], cut = cut_to_depth(record[name])
         record["truncated"] = record["truncated"] or cut

@@ -26,7 +26,7 @@ from graphs.authoring.files import graph_import
 from graphs.execution.recorder import copy_rows, write_rows
 from graphs.history.seed_shapes import GRAPH_FILE, WORKFLOWS, Shape, build_shapes, to_json
 from graphs.models import Run, Workflow
-from nodespecs.audit import caller_command
+from nodespecs.callers import caller_command
 
 RUN_COLUMNS = (
     "id",

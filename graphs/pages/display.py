@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from graphs.execution.nesting import deeper_than
+from graphs.engine.nesting import deeper_than
 from graphs.execution.payloads import TRUNCATED_KEY
 from graphs.history.selectors import Step, StepPages
 

@@ -10,7 +10,7 @@ from django.conf import settings
 from mcp_endpoint.access.keys import api_key_authenticate
 from mcp_endpoint.access.ratelimit import rate_limit_hit
 from mcp_endpoint.models import ApiKey
-from mcp_endpoint.protocol.core import Caller
+from nodespecs.callers import Caller
 
 REALM = 'Bearer realm="switchyard"'
 
@@ -36,7 +36,10 @@ def authenticate(headers: Mapping[str, str], client_address: str) -> Caller | Re
     raw = presented_key(headers)
     if raw is None:
         if settings.MCP_ANONYMOUS_SCOPES:
-            return Caller(f"anonymous:{client_address}", frozenset(settings.MCP_ANONYMOUS_SCOPES))
+            return Caller(
+                actor=f"anonymous:{client_address}",
+                scopes=frozenset(settings.MCP_ANONYMOUS_SCOPES),
+            )
         return Refusal(
             401,
             "Unauthorized: send an API key as 'Authorization: Bearer KEY' (or 'X-API-Key: KEY'). "
@@ -56,11 +59,11 @@ def authenticate(headers: Mapping[str, str], client_address: str) -> Caller | Re
 def _caller_of(key: ApiKey) -> Caller:
     owner = key.owner
     return Caller(
-        f"key:{key.prefix}",
-        frozenset(key.scopes),
-        key.rate_limit_per_minute,
-        owner_id=owner.pk if owner is not None else None,
-        owner_name=owner.get_username() if owner is not None else "",
+        actor=f"key:{key.prefix}",
+        scopes=frozenset(key.scopes),
+        rate_limit=key.rate_limit_per_minute,
+        key_owner_id=owner.pk if owner is not None else None,
+        key_owner_name=owner.get_username() if owner is not None else "",
     )
 
 
@@ -73,7 +76,7 @@ def admit(headers: Mapping[str, str], client_address: str) -> Caller | Refusal:
     limit = caller.rate_limit
     if limit is None:
         limit = settings.MCP_RATE_LIMIT_PER_MINUTE
-    decision = rate_limit_hit(identity=caller.identity, limit=limit)
+    decision = rate_limit_hit(identity=caller.actor, limit=limit)
     if not decision.allowed:
         return Refusal(
             429,

@@ -18,7 +18,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.utils import timezone
 
 from mcp_endpoint.models import ApiKey, Scope
-from nodespecs.audit import Caller
+from nodespecs.callers import Caller
 
 KEY_MARKER = "sy"
 # Writing last_used_at on every request would turn each read into a write.

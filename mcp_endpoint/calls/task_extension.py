@@ -41,7 +41,7 @@ from graphs.execution.runs import RunOutcome
 from graphs.models import Run
 from mcp_endpoint.calls import tool_tasks, workflow_answers
 from mcp_endpoint.calls.tool_tasks import START_TASK, TaskRecord
-from mcp_endpoint.protocol.errors import RpcError
+from mcp_endpoint.jsonrpc.errors import RpcError
 
 # An extra tool's handler: (arguments, context) → a result, or a generator asking for input.
 Handler = Callable[[dict[str, Any], Any], Any]
@@ -255,11 +255,11 @@ def task_tool(
         if not as_task and support == "required":
             raise _task_required(name)
         if as_task and not generator:
-            return _start(name, context.caller, lambda: handler(arguments, context))
+            return _start(name, context.caller.actor, lambda: handler(arguments, context))
         outcome = handler(arguments, context)
         if not isinstance(outcome, Generator):
             return outcome
-        return _until_task(name, outcome, context.caller if as_task else None)
+        return _until_task(name, outcome, context.caller.actor if as_task else None)
 
     return run
 

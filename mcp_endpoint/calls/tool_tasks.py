@@ -10,13 +10,12 @@ answers and its cancel request are kept under keys of their own, so no write is 
 another.
 
 A handler is the same as an extra tool's (dispatch.ExtraTool): a function returning a
-`CallToolResult`, or a generator that yields lists of `InputRequest`s and is sent the
-client's answers by key (interaction.py). In a task, its requests are shown by `tasks/get`
-(`status: input_required`, `inputRequests`) and answered by `tasks/update`. A handler waits
-with `sleep`, which a cancellation interrupts. Tool tasks keep the times of workflow runs:
-a finished task stays readable for GRAPHS_RESULT_KEEP_SECONDS, and one whose instance
-stopped (no heartbeat for GRAPHS_RUN_STALE_SECONDS) is reported failed, never working for
-ever.
+`CallToolResult`, or a generator that yields lists of `InputRequest`s and is sent the client's
+answers by key (mcp_endpoint/jsonrpc/interaction.py). In a task, its requests are shown by
+`tasks/get` (`status: input_required`, `inputRequests`) and answered by `tasks/update`. A handler
+waits with `sleep`, which a cancellation interrupts. Tool tasks keep the times of workflow runs: a
+finished task stays readable for GRAPHS_RESULT_KEEP_SECONDS, and one whose instance stopped (no
+heartbeat for GRAPHS_RUN_STALE_SECONDS) is reported failed, never working for ever.
 """
 
 from __future__ import annotations
@@ -36,9 +35,9 @@ from django.core.cache import cache
 from django.db import connections
 from mcp import types
 
-from mcp_endpoint.protocol import interaction
-from mcp_endpoint.protocol.errors import RpcError
-from mcp_endpoint.protocol.interaction import InputRequest, Responses
+from mcp_endpoint.jsonrpc import interaction
+from mcp_endpoint.jsonrpc.errors import RpcError
+from mcp_endpoint.jsonrpc.interaction import InputRequest, Responses
 
 logger = logging.getLogger(__name__)
 

@@ -19,10 +19,11 @@ from mcp import types
 
 from graphs.engine.outputs import structured_output
 from graphs.execution.control import run_cancel_request
-from graphs.execution.runs import RunOutcome
+from graphs.execution.mocks import report_of_test_run
+from graphs.execution.runs import RunOutcome, RunRequest
 from graphs.execution.toolset import WorkflowTool, workflow_tools
 from graphs.models import Run
-from mcp_endpoint.protocol.encoding import json_text
+from mcp_endpoint.jsonrpc.encoding import json_text
 
 RUN_ID_META = "io.switchyard/runId"
 
@@ -54,9 +55,9 @@ def _new_entry(tool: WorkflowTool) -> types.Tool:
     )
 
 
-def workflow_tool_list(server: str | None = None) -> list[types.Tool]:
-    """The enabled workflows as tools, in name order: all, or those of one group's server."""
-    return [_tool_entry(tool) for tool in workflow_tools(server).values()]
+def workflow_tool_list(group: str | None = None) -> list[types.Tool]:
+    """The enabled workflows as tools, in name order: all, or those of one group (by its slug)."""
+    return [_tool_entry(tool) for tool in workflow_tools(group).values()]
 
 
 def error_result(message: str, run_id: int | None = None) -> types.CallToolResult:
@@ -80,9 +81,33 @@ def still_going(name: str, run_id: int, status: str) -> types.CallToolResult:
     )
 
 
-def workflow_result(tool: WorkflowTool, outcome: RunOutcome) -> types.CallToolResult:
-    """A workflow call's result: `outcome_result` for the tool."""
+def call_result(
+    tool: WorkflowTool, outcome: RunOutcome, request: RunRequest
+) -> types.CallToolResult:
+    """The result of a call whose run has ended: the workflow's (`outcome_result`), or for a
+    test run (test_workflow) what each node did (`test_run_result`). May query."""
+    if request.is_test:
+        return test_run_result(tool, outcome)
     return outcome_result(tool.name, tool.output_schema, outcome)
+
+
+def test_run_result(tool: WorkflowTool, outcome: RunOutcome) -> types.CallToolResult:
+    """A test run's result: what it returned and each node's output."""
+    if outcome.status in Run.ACTIVE:
+        return still_going(tool.name, outcome.run_id, outcome.status)
+    report = report_of_test_run(outcome.run_id)
+    text = json_text(report)
+    if outcome.succeeded:
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], structured_content=report
+        )
+    where = f" at node {outcome.error_node_id!r}" if outcome.error_node_id else ""
+    message = f"Test run {outcome.run_id} of {tool.name!r} {outcome.status}{where}: {outcome.error}"
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=f"Error: {message}\n{text}")],
+        structured_content={"error": message, "error_node": outcome.error_node_id, **report},
+        is_error=True,
+    )
 
 
 def outcome_result(

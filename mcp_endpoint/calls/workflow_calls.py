@@ -7,7 +7,7 @@ saying the run goes on; or, for a 2026-07-28 client that declared the tasks exte
 MCP_TASK_AFTER_SECONDS with a task handle (task_extension.py). A 2026-07-28 client that stops
 listening before the answer (it closed the connection) cancels the run: that is the era's
 cancellation signal. A 2025 client cancels with `notifications/cancelled`, or by ending its
-session (sessions.py).
+session (mcp_endpoint/protocol/sessions.py).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -24,21 +24,20 @@ from django.conf import settings
 from django.db import close_old_connections
 from mcp import types
 
+from graphs.engine.nesting import MAX_DEPTH, deeper_than
 from graphs.execution.control import run_cancel
 from graphs.execution.follow import NodeFinished, RunStarted, RunWaiting, Threads, run_follow
-from graphs.execution.nesting import MAX_DEPTH, deeper_than
 from graphs.execution.runs import RunOutcome, RunRequest, WorkflowCallError
 from graphs.execution.toolset import WorkflowTool
 from mcp_endpoint.calls import task_extension, workflow_answers
+from mcp_endpoint.jsonrpc.results import Era
 
 logger = logging.getLogger(__name__)
 
 Message = dict[str, Any]
-# A run's outcome as the call's result.
-Answer = Callable[[WorkflowTool, RunOutcome], types.CallToolResult]
 
 
-@dataclass
+@dataclass(frozen=True)
 class WorkflowCall:
     """A workflow call checked by the core, to be followed as its answer is sent."""
 
@@ -46,16 +45,13 @@ class WorkflowCall:
     request: RunRequest
     # The JSON-RPC id of the call, as sent.
     request_id: Any
+    # The era the call's result is shaped for.
+    era: Era
     progress_token: str | int | None
     # A 2026-07-28 client that declared the tasks extension on this request.
     may_become_task: bool
     # 2026-07-28: a client that stops listening cancels the request.
     cancel_on_disconnect: bool
-    # Serialises a result for the request's era.
-    serialize: Callable[[types.Result], Message] = field(repr=False, default=dict)
-    # Makes the call's result of its run's outcome (on the run's thread: it may query): the
-    # workflow's exit value, or for test_workflow what each node did.
-    answer: Answer = workflow_answers.workflow_result
 
 
 def _response(call: WorkflowCall, result: Message) -> Message:
@@ -63,17 +59,18 @@ def _response(call: WorkflowCall, result: Message) -> Message:
 
 
 def _tool_response(call: WorkflowCall, result: types.CallToolResult) -> Message:
-    return _response(call, call.serialize(result))
+    return _response(call, call.era.shape("tools/call", result))
 
 
 def _outcome_response(call: WorkflowCall, outcome: RunOutcome) -> Message:
-    """The response to a call whose run has ended (on a thread: see `follow`). A result too
-    deep to be written (graphs/execution/nesting.py) is answered as an error naming the run."""
+    """The response to a call whose run has ended (on a thread: it may query, and its work
+    grows with the result). A result too deep to be written (graphs/engine/nesting.py) is
+    answered as an error naming the run."""
     if outcome.succeeded and deeper_than(outcome.result, MAX_DEPTH):
         return _unanswerable(
             call, outcome.run_id, f"its result nests more than {MAX_DEPTH} levels deep"
         )
-    return _tool_response(call, call.answer(call.tool, outcome))
+    return _tool_response(call, workflow_answers.call_result(call.tool, outcome, call.request))
 
 
 def _unanswerable(call: WorkflowCall, run_id: int, why: str) -> Message:
@@ -153,6 +150,17 @@ async def _late_response(
     )
 
 
+async def _ended(call: WorkflowCall, outcome: RunOutcome, threads: Threads) -> Message:
+    """The response to a call whose run has ended, made on a thread; whatever fails while it
+    is made ends the call too, saying why (the run ended all the same)."""
+    try:
+        response: Message = await threads.short(partial(_outcome_response, call, outcome))
+    except Exception as exc:
+        logger.exception("Making the answer of run %s failed", outcome.run_id)
+        return _unanswerable(call, outcome.run_id, f"{type(exc).__name__}: {exc}"[:300])
+    return response
+
+
 async def follow(call: WorkflowCall, threads: Threads) -> AsyncIterator[Message]:
     """The messages to send for a call after the core's: its progress as it happens, then
     its response. Closing the iterator early (the client left) cancels the run when the
@@ -162,9 +170,6 @@ async def follow(call: WorkflowCall, threads: Threads) -> AsyncIterator[Message]
         threads,
         report_nodes=call.progress_token is not None,
         keep_result=call.may_become_task,
-        # Checking the result against the outputSchema and serialising it grow with the
-        # result, which a caller's arguments can make large: done on the run's thread.
-        shape=partial(_outcome_response, call),
     )
     loop = asyncio.get_running_loop()
     now = loop.time()
@@ -190,10 +195,10 @@ async def follow(call: WorkflowCall, threads: Threads) -> AsyncIterator[Message]
                     started = event
                 elif isinstance(event, RunWaiting):
                     waiting = event
-                elif event.unshaped:
-                    response = _unanswerable(call, event.outcome.run_id, event.unshaped)
                 else:
-                    response = event.shaped
+                    # Checking the result against the outputSchema and serialising it grow
+                    # with the result, which a caller's arguments can make large: on a thread.
+                    response = await _ended(call, event.outcome, threads)
         yield response
     finally:
         await events.aclose()

@@ -13,26 +13,21 @@ import functools
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar, cast
 
-from mcp import types
 from pydantic import Field
 
 from graphs.authoring import drafts
 from graphs.authoring.patching import MAX_PATCH_OPERATIONS
 from graphs.authoring.validation import MAX_DEFINITION_BYTES, validate_workflow
 from graphs.execution import mocks as run_mocks
-from graphs.execution.runs import RunOutcome
 from graphs.execution.toolset import WorkflowTool
-from graphs.models import Run
 from mcp_endpoint.access.keys import with_same_owner_actors
-from mcp_endpoint.calls import workflow_answers
 from mcp_endpoint.features.tool_definitions import (
     StartRun,
     StrictArguments,
     ToolDefinition,
     ToolError,
 )
-from mcp_endpoint.protocol.encoding import json_text
-from nodespecs.audit import Caller
+from nodespecs.callers import Caller
 
 # A definition as YAML or JSON text, whose size the schema advertises (the drafts refuse a
 # larger one by its size, naming the limit), or as a JSON object: the inputSchema says both.
@@ -175,28 +170,9 @@ def _test(arguments: TestWorkflowArguments, caller: Caller) -> StartRun:
         workflow_id=version.workflow_id,
         version_id=version.pk,
         digest=version.digest,
-        server=version.workflow.group.slug,
+        group=version.workflow.group.slug,
     )
-    return StartRun(tool, arguments.arguments, _tested, mocks=answers)
-
-
-def _tested(tool: WorkflowTool, outcome: RunOutcome) -> types.CallToolResult:
-    """A test run's result: what it returned and each node's output (on the run's thread)."""
-    if outcome.status in Run.ACTIVE:
-        return workflow_answers.still_going(tool.name, outcome.run_id, outcome.status)
-    report = run_mocks.report_of_test_run(outcome.run_id)
-    text = json_text(report)
-    if outcome.succeeded:
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=text)], structured_content=report
-        )
-    where = f" at node {outcome.error_node_id!r}" if outcome.error_node_id else ""
-    message = f"Test run {outcome.run_id} of {tool.name!r} {outcome.status}{where}: {outcome.error}"
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=f"Error: {message}\n{text}")],
-        structured_content={"error": message, "error_node": outcome.error_node_id, **report},
-        is_error=True,
-    )
+    return StartRun(tool, arguments.arguments, mocks=answers)
 
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])

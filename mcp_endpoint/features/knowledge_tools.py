@@ -9,7 +9,7 @@ from django.conf import settings
 from pydantic import Field
 
 from mcp_endpoint.features.tool_definitions import StrictArguments, ToolDefinition
-from nodespecs.audit import Caller
+from nodespecs.callers import Caller
 from nodespecs.knowledge import service as knowledge
 from nodespecs.knowledge.specformat import NODE_TYPES
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from mcp import types
 
+from mcp_endpoint.features import extensions
 from mcp_endpoint.features.resources import complete_template_argument
 
 
@@ -70,22 +71,30 @@ def _render(arguments: dict[str, str], context: Any, name: str = "") -> types.Ge
 
 
 # How each prompt is rendered: (arguments, call context) → a result, or a generator that asks
-# the client for input (see `interaction`). Optional prompt sets add theirs at start-up.
+# the client for input (see `interaction`).
 HANDLERS: dict[str, Callable[[dict[str, str], Any], Any]] = {
     name: partial(_render, name=name) for name in PROMPTS
 }
 
 
+def all_prompts() -> dict[str, types.Prompt]:
+    """This server's prompts, then the extensions' (mcp_endpoint/features/extensions.py)."""
+    extra = extensions.installed().prompts
+    return {**PROMPTS, **{name: prompt for name, (prompt, _) in extra.items()}}
+
+
 def prompt_handler(name: str, arguments: dict[str, str] | None) -> Callable[..., Any]:
     """The handler of a prompt, once its arguments are checked; raises `PromptError`."""
-    prompt = PROMPTS.get(name)
+    prompts = all_prompts()
+    prompt = prompts.get(name)
     if prompt is None:
-        raise PromptError(f"Unknown prompt {name!r}; available: {', '.join(PROMPTS)}.")
+        raise PromptError(f"Unknown prompt {name!r}; available: {', '.join(prompts)}.")
     arguments = arguments or {}
     missing = [a.name for a in prompt.arguments or [] if a.required and not arguments.get(a.name)]
     if missing:
         raise PromptError(f"Prompt {name!r} needs the argument(s): {', '.join(missing)}.")
-    return HANDLERS[name]
+    own = HANDLERS.get(name)
+    return own if own is not None else extensions.installed().prompts[name][1]
 
 
 def complete_prompt_argument(

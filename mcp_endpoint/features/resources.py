@@ -11,13 +11,12 @@ while it runs and is not every caller's to see, so `read` marks it never to be c
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from mcp import types
 
-from mcp_endpoint.features import run_tools
-from mcp_endpoint.protocol.encoding import json_text
+from mcp_endpoint.features import extensions, run_tools
+from mcp_endpoint.jsonrpc.encoding import json_text
 from nodespecs.knowledge import service as knowledge
 from nodespecs.knowledge.registry import current_registry
 
@@ -51,16 +50,15 @@ RUN_TEMPLATE = types.ResourceTemplate(
 _SCOPES_BY_SCHEME = {run_tools.RUN_SCHEME: run_tools.SCOPE}
 
 
-# Extension modules (settings.MCP_EXTENSION_MODULES, such as the conformance fixtures) add
-# theirs at start-up: fixed resources by URI with a reader, templates with a reader that
-# returns None for a URI it does not serve, and the URIs a client may subscribe to.
-EXTRA_RESOURCES: dict[str, tuple[types.Resource, Callable[[], list[Any]]]] = {}
-EXTRA_TEMPLATES: list[tuple[types.ResourceTemplate, Callable[[str], list[Any] | None]]] = []
-SUBSCRIBABLE: set[str] = set()
+def subscribable() -> set[str]:
+    """The URIs a client may subscribe to: none of the catalog's (they never change), an
+    extension's own (mcp_endpoint/features/extensions.py)."""
+    return extensions.installed().subscribable
 
 
 def templates() -> list[types.ResourceTemplate]:
-    return [TEMPLATE, RUN_TEMPLATE, *(template for template, _ in EXTRA_TEMPLATES)]
+    extra = extensions.installed().templates
+    return [TEMPLATE, RUN_TEMPLATE, *(template for template, _ in extra)]
 
 
 def read_scope(uri: str) -> str | None:
@@ -90,7 +88,8 @@ def list_resources() -> list[types.Resource]:
                     mime_type=MIME_TYPE,
                 )
             )
-    return [*resources, *(resource for resource, _ in EXTRA_RESOURCES.values())]
+    extra = extensions.installed().resources
+    return [*resources, *(resource for resource, _ in extra.values())]
 
 
 def read(uri: str) -> types.ReadResourceResult:
@@ -110,9 +109,10 @@ def read(uri: str) -> types.ReadResourceResult:
 def read_resource(uri: str) -> list[Any]:
     """The JSON of one spec (or an extra resource); raises `ResourceNotFound` otherwise.
     Runs are read by `read` alone, after their scope is checked."""
-    if uri in EXTRA_RESOURCES:
-        return EXTRA_RESOURCES[uri][1]()
-    for _, reader in EXTRA_TEMPLATES:
+    extension = extensions.installed()
+    if uri in extension.resources:
+        return extension.resources[uri][1]()
+    for _, reader in extension.templates:
         contents = reader(uri)
         if contents is not None:
             return contents

@@ -1,12 +1,12 @@
 """Runs for agents: the MCP tools `list_runs` and `get_run`, and the `run://<id>` resource.
 
-They answer what `GET /api/v1/runs` and `GET /api/v1/runs/{id}` answer (api_runs.py), from the same
-reads (graphs/history/run_api_queries.py) in the same shapes (graphs/history/run_schemas.py), with
-the same limits: at most `MAX_PAGE` runs or node executions a page, keyset cursors that are checked
-before use. One bound more than REST: an answer lands in a model's context, so a page also ends
-early once its JSON passes `ANSWER_BYTES` (its `next_cursor` then goes on from there). Like
-`runs:read` over REST, the scope reads every caller's runs; the `run://` resource needs it too
-(resources.py), beside `resources:read`.
+They answer what `GET /api/v1/runs` and `GET /api/v1/runs/{id}` answer (mcp_endpoint/rest/runs.py),
+from the same reads (graphs/history/run_api_queries.py) in the same shapes
+(graphs/history/run_schemas.py), with the same limits: at most `MAX_PAGE` runs or node executions a
+page, keyset cursors that are checked before use. One bound more than REST: an answer lands in a
+model's context, so a page also ends early once its JSON passes `ANSWER_BYTES` (its `next_cursor`
+then goes on from there). Like `runs:read` over REST, the scope reads every caller's runs; the
+`run://` resource needs it too (resources.py), beside `resources:read`.
 """
 
 from __future__ import annotations
@@ -17,21 +17,22 @@ from typing import Any
 from mcp import types
 from pydantic import Field
 
+from graphs.execution.control import RunNotFound
 from graphs.history.run_api_queries import (
     DEFAULT_PAGE,
     MAX_PAGE,
     RUNS_CURSOR,
     STEPS_CURSOR,
     BadRunQuery,
-    NotFound,
+    WorkflowNotFound,
     run_read,
     runs_read,
 )
 from graphs.history.run_schemas import RunDetailOut, RunListOut, run_detail_json, runs_page_json
 from graphs.models import Run
 from mcp_endpoint.features.tool_definitions import StrictArguments, ToolDefinition, ToolError
-from mcp_endpoint.protocol.encoding import json_text
-from nodespecs.audit import Caller
+from mcp_endpoint.jsonrpc.encoding import json_text
+from nodespecs.callers import Caller
 
 SCOPE = "runs:read"
 # The most JSON of runs or node executions one answer carries (the structured content; its
@@ -94,7 +95,7 @@ def run_json(run_id: int, cursor: str | None = None, limit: int = DEFAULT_PAGE) 
     `ANSWER_BYTES`; raises `ToolError` saying what to send instead."""
     try:
         detail = run_read(run_id=run_id, cursor=cursor, limit=limit, max_bytes=ANSWER_BYTES)
-    except (BadRunQuery, NotFound) as exc:
+    except (BadRunQuery, RunNotFound, WorkflowNotFound) as exc:
         raise ToolError(str(exc)) from None
     return run_detail_json(detail)
 
@@ -108,7 +109,7 @@ def _list_runs(arguments: ListRunsArguments, caller: Caller) -> dict[str, Any]:
             limit=arguments.limit,
             max_bytes=ANSWER_BYTES,
         )
-    except (BadRunQuery, NotFound) as exc:
+    except (BadRunQuery, RunNotFound, WorkflowNotFound) as exc:
         raise ToolError(str(exc)) from None
     return runs_page_json(page)
 

@@ -18,8 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from graphs.execution.toolset import WorkflowTool
-from mcp_endpoint.calls.workflow_calls import Answer
-from nodespecs.audit import Caller
+from nodespecs.callers import Caller
 from nodespecs.knowledge import service as knowledge
 
 
@@ -35,12 +34,11 @@ class ToolError(Exception):
 @dataclass(frozen=True)
 class StartRun:
     """A tool's answer that is a test run of a workflow version to follow (test_workflow): the
-    core follows it as it follows a workflow's call, progress and cancellation included, and
-    `answer` makes the result of its outcome."""
+    core follows it as it follows a workflow's call, progress and cancellation included; its
+    result says what each node did (mcp_endpoint/calls/workflow_answers.test_run_result)."""
 
     tool: WorkflowTool
     arguments: dict[str, Any]
-    answer: Answer
     # A test run's mocked nodes' answers (graphs/execution/mocks.py).
     mocks: dict[str, Any] | None = None
 

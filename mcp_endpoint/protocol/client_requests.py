@@ -1,8 +1,8 @@
 """A 2025 call that asks its client for input midway (elicitation, sampling, roots).
 
-The interactive handler (interaction.py) yields requests for the client; each goes out on the
-call's own stream as a JSON-RPC request, and the client's answer comes back as a message of
-its own (a POST within the session, a line on stdio), which the transport keeps with
+The interactive handler (mcp_endpoint/jsonrpc/interaction.py) yields requests for the client; each
+goes out on the call's own stream as a JSON-RPC request, and the client's answer comes back as a
+message of its own (a POST within the session, a line on stdio), which the transport keeps with
 `sessions.reply_store`. `ask` waits for it there, so the answer may reach any instance.
 """
 
@@ -11,15 +11,16 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from mcp import types
 
 from graphs.execution.follow import Threads
+from mcp_endpoint.jsonrpc.interaction import StreamedInteraction
+from mcp_endpoint.jsonrpc.results import Era
 from mcp_endpoint.protocol import sessions
-from mcp_endpoint.protocol.interaction import Interactive
 
 REPLY_WAIT_SECONDS = 120
 REPLY_POLL_SECONDS = 0.05
@@ -46,14 +47,17 @@ def _stopped(call_id: Any, problem: str) -> Message:
 
 
 async def ask(
-    handler: Interactive,
+    interaction: StreamedInteraction,
     call_id: Any,
     session_id: str,
-    serialize: Callable[[types.Result], Message],
+    era: Era,
+    method: str,
     threads: Threads,
 ) -> AsyncIterator[Message]:
-    """Drive `handler`: send each of its requests, wait for the client's answer, send the
-    answers back in, and end with the call's response (or an error saying why it stopped)."""
+    """Drive the interaction's handler: send each of its requests, wait for the client's
+    answer, send the answers back in, and end with the `method` call's response as `era`
+    shapes it, or an error saying why it stopped."""
+    handler = interaction.handler
     try:
         requests = next(handler)
         while True:
@@ -79,4 +83,4 @@ async def ask(
                 answers[request.key] = reply["result"]
             requests = handler.send(answers)
     except StopIteration as finished:
-        yield {"jsonrpc": "2.0", "id": call_id, "result": serialize(finished.value)}
+        yield {"jsonrpc": "2.0", "id": call_id, "result": era.shape(method, finished.value)}

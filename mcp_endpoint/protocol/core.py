@@ -1,133 +1,219 @@
 """The protocol core: one JSON-RPC request, executed for a protocol version.
 
-`execute` parses the request, checks the caller's scope, has `dispatch` answer it, and
-returns a `Reply`: the messages to send, in order, ending in exactly one final response. Most
-replies are complete at once; a workflow call's (workflow_calls.py) and a 2025 call that asks
-the client for input midway (client_requests.py) go on as their `messages()` are read. A
-request refused outright (unknown method, bad params, missing scope) raises `RpcError` instead,
-which the transport answers as a JSON-RPC error.
+A transport hands `execute` a `Request` and gets back a `Reply`, one immutable type per kind:
+`Answered` (complete at once), `Following` (a workflow call, told as its run goes),
+`Asking` (a 2025 call that asks its client for input midway) or `Refused` (unknown method, bad
+params, a missing scope). `messages(reply, threads)` yields what to send, in order, ending in
+exactly one response; the transport writes each as it comes. Calls go down, messages come back:
+nothing is handed to the transport to call later.
 
-Every transport goes through here the same way (docs/architecture.md): Streamable HTTP in both
-eras (streamable_http.py), the legacy SSE transport (sse.py), stdio (stdio.py) and the REST
-API (api.py). None of them decides anything about a call; the core never asks which one it
-serves.
+Every transport goes through here the same way (docs/architecture.md): Streamable HTTP in both eras
+(mcp_endpoint/transports/streamable_http.py), the legacy SSE transport
+(mcp_endpoint/transports/sse.py), stdio (mcp_endpoint/transports/stdio.py) and the REST API
+(mcp_endpoint/rest/api.py). None of them decides anything about a call; the core never asks which
+one it serves.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Hashable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from mcp import types
 from mcp.types import methods
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from graphs.engine.nesting import deeper_than
 from graphs.execution import tracing
 from graphs.execution.follow import Threads
-from graphs.execution.nesting import deeper_than
 from mcp_endpoint.calls import task_extension, workflow_calls
 from mcp_endpoint.calls.workflow_calls import WorkflowCall
-from mcp_endpoint.observability import traces
-from mcp_endpoint.protocol import client_requests, dispatch
-from mcp_endpoint.protocol.dispatch import LOG_LEVELS, CallContext
-from mcp_endpoint.protocol.encoding import encode_json
-from mcp_endpoint.protocol.errors import Forbidden, RpcError
-from mcp_endpoint.protocol.interaction import LegacyInteraction
+from mcp_endpoint.jsonrpc.context import LOG_LEVELS, CallContext
+from mcp_endpoint.jsonrpc.encoding import encode_json
+from mcp_endpoint.jsonrpc.errors import Forbidden, RpcError
+from mcp_endpoint.jsonrpc.interaction import StreamedInteraction
+from mcp_endpoint.jsonrpc.results import CACHE_HINTS, EncodedResult, Era
+from mcp_endpoint.protocol import client_requests, dispatch, traces
+from nodespecs.callers import Caller
 from nodespecs.downstream import call_lineage
 
 Message = dict[str, Any]
+Notes = tuple[Message, ...]
 
 MODERN_VERSION = MODERN_PROTOCOL_VERSIONS[-1]
 # How telemetry names the era of the 2025 revisions (2025-03-26 to 2025-11-25: sessions,
 # `initialize`).
-LEGACY_ERA = "2025"
+SESSION_ERA = "2025"
 LATEST_HANDSHAKE_VERSION = HANDSHAKE_PROTOCOL_VERSIONS[-1]
 # As the transports give headers: lower-cased.
 _LINEAGE_HEADER = call_lineage.HEADER.lower()
 
-# How long a client may cache each list or read result (2026-07-28 `ttlMs`); the answers
-# are the same for every caller, so `cacheScope` is public. tools/list is not among them:
-# it shows what the caller may call, and says how long itself (dispatch._list_tools).
-CACHE_HINTS: dict[str, int] = {
-    "server/discover": 300_000,
-    "prompts/list": 300_000,
-    "resources/templates/list": 300_000,
-    "resources/list": 60_000,
-    "resources/read": 60_000,
-}
+
+def _in_request_thread(work: Callable[[], Any]) -> Awaitable[Any]:
+    return sync_to_async(work, thread_sensitive=True)()
+
+
+# Where a request served by Django (the /mcp view, the REST API) does the blocking work of a
+# reply that goes on: the request's own sync thread, where Django manages the database
+# connection (and which the test client shares).
+REQUEST_THREADS = Threads(short=_in_request_thread, run=_in_request_thread)
 
 
 @dataclass(frozen=True)
-class Caller:
-    """Who is calling: a stable identity (for sessions and rate limits) and their scopes."""
+class Request:
+    """One JSON-RPC request as a transport hands it to the core, with what the transport knows
+    of it: the era it chose, the caller it admitted, the 2025 session it belongs to (stdio's
+    connection is one), the workflow group whose endpoint was called (`/mcp/<slug>`; None for
+    `/mcp`) and the HTTP headers (lower-cased; they may carry a trace and a call's lineage)."""
 
-    identity: str
-    scopes: frozenset[str]
-    # Requests per minute for this caller; None uses the configured default.
-    rate_limit: int | None = None
-    # May make this server start a process (a stdio provider): the local user of stdio only.
-    may_start_processes: bool = False
-    # The user an API key acts for (its owner), by id and name; None for a key without one.
-    owner_id: int | None = None
-    owner_name: str = ""
+    method: str
+    params: Any
+    version: str
+    caller: Caller
+    request_id: Any = None
+    session_id: str = ""
+    session_log_level: str | None = None
+    session_capabilities: Mapping[str, Any] | None = None
+    group: str | None = None
+    headers: Mapping[str, str] | None = None
 
 
-@dataclass
-class Reply:
-    """A request's answer: `notes` (notifications made while answering), then either the
-    result, known at once, or what `later` sends while the call goes on, its response last."""
+# The core's answer to a request, one type per kind. Each carries the notifications made while
+# answering (`notes`, sent first) and the trace of the request's span ("" untraced).
+
+
+@dataclass(frozen=True)
+class Answered:
+    """Complete at once: `result` is the serialised result (an `EncodedResult` keeps its JSON).
+    `log_level` is a `logging/setLevel` the transport keeps for the session."""
 
     request_id: Any
-    notes: list[Message] = field(default_factory=list)
-    # The serialised result of an answer complete at once (an `EncodedResult` keeps its JSON).
-    result: dict[str, Any] | None = None
-    # The rest of an answer still being worked out: its notifications, then its response.
-    later: Callable[[Threads], AsyncIterator[Message]] | None = None
-    # Sends messages before its response (progress, log): worth an event stream.
-    streams: bool = False
-    # Sends requests to the client and waits for its answers: only an event stream will do.
-    asks_client: bool = False
+    result: dict[str, Any]
+    notes: Notes = ()
+    trace_id: str = ""
+    log_level: str | None = None
 
-    @property
-    def complete(self) -> bool:
-        return self.later is None
 
-    def response(self) -> Message:
-        """The final message of a complete answer."""
-        return {"jsonrpc": "2.0", "id": self.request_id, "result": self.result}
+@dataclass(frozen=True)
+class Following:
+    """A workflow call, whose messages come as its run goes (mcp_endpoint/calls/)."""
 
-    def response_body(self) -> bytes:
-        """The JSON of `response()`, reusing a cached result's JSON."""
-        if isinstance(self.result, EncodedResult):
-            # The same bytes as encoding the response, without encoding the result again.
-            return b'{"jsonrpc":"2.0","id":%s,"result":%s}' % (
-                encode_json(self.request_id),
-                self.result.encoded,
-            )
-        return encode_json(self.response())
+    request_id: Any
+    call: WorkflowCall
+    notes: Notes = ()
+    trace_id: str = ""
+    span: Any = None
 
-    async def messages(self, threads: Threads) -> AsyncIterator[Message]:
-        """Every message of the answer in order, the response last (`threads` takes the
-        blocking work of an answer still going on). Closing it early abandons the answer."""
-        for note in self.notes:
-            yield note
-        if self.later is None:
-            yield self.response()
-            return
-        async for message in self.later(threads):
+
+@dataclass(frozen=True)
+class Asking:
+    """A 2025 call that asks its client for input midway, on its own stream."""
+
+    request_id: Any
+    interaction: StreamedInteraction
+    session_id: str
+    # The call's method and era, which shape its result.
+    method: str
+    era: Era
+    notes: Notes = ()
+    trace_id: str = ""
+    span: Any = None
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Refused outright (unknown method, bad params, a missing scope: `error.forbidden`)."""
+
+    request_id: Any
+    error: RpcError
+    trace_id: str = ""
+    notes: Notes = ()
+
+
+Reply = Answered | Following | Asking | Refused
+
+
+def streams(reply: Reply) -> bool:
+    """Whether the reply sends messages before its response (progress, log, requests to the
+    client): worth an event stream."""
+    if isinstance(reply, Asking):
+        return True
+    if isinstance(reply, Following):
+        return bool(reply.notes) or reply.call.progress_token is not None
+    return bool(reply.notes)
+
+
+def response_of(reply: Answered | Refused) -> Message:
+    """The final message of a reply complete at once."""
+    if isinstance(reply, Refused):
+        return reply.error.message_for(reply.request_id)
+    return {"jsonrpc": "2.0", "id": reply.request_id, "result": reply.result}
+
+
+def response_body(reply: Answered) -> bytes:
+    """The JSON of `response_of(reply)`, reusing a cached result's JSON."""
+    if isinstance(reply.result, EncodedResult):
+        # The same bytes as encoding the response, without encoding the result again.
+        return b'{"jsonrpc":"2.0","id":%s,"result":%s}' % (
+            encode_json(reply.request_id),
+            reply.result.encoded,
+        )
+    return encode_json(response_of(reply))
+
+
+async def messages(reply: Reply, threads: Threads) -> AsyncIterator[Message]:
+    """Every message of the reply in order, the response last (`threads` takes the blocking
+    work of one that goes on). Closing it early abandons the answer (a workflow call's run is
+    then cancelled when its era says so)."""
+    for note in reply.notes:
+        yield note
+    if isinstance(reply, Answered | Refused):
+        yield response_of(reply)
+        return
+    if isinstance(reply, Following):
+        going = partial(workflow_calls.follow, reply.call)
+    else:
+        going = partial(
+            client_requests.ask,
+            reply.interaction,
+            reply.request_id,
+            reply.session_id,
+            reply.era,
+            reply.method,
+        )
+    if reply.span is None:
+        async for message in going(threads):
             yield message
+        return
+    async for message in traces.followed(reply.span, going, threads):
+        yield message
 
-    async def final(self, threads: Threads) -> Message:
-        """The answer's response, for a client that takes one message (notifications
-        dropped)."""
-        response: Message = {}
-        async for message in self.messages(threads):
-            response = message
-        return response
+
+async def final(reply: Reply, threads: Threads) -> Message:
+    """The reply's response, for a client that takes one message (notifications dropped)."""
+    response: Message = {}
+    async for message in messages(reply, threads):
+        response = message
+    return response
+
+
+def is_modern(message: Any, version_header: str | None = None) -> bool:
+    """Whether a request is answered in the 2026-07-28 era, chosen the same way for every
+    transport: by its `MCP-Protocol-Version` header when it has one (any version newer than
+    the handshake's), else by its body: a protocol version in `_meta` (the era's envelope) on
+    anything but `initialize`."""
+    if version_header is not None:
+        return version_header not in HANDSHAKE_PROTOCOL_VERSIONS
+    if not isinstance(message, dict) or message.get("method") == "initialize":
+        return False
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and types.PROTOCOL_VERSION_META_KEY in meta
 
 
 def params_problem(method: str, exc: ValidationError) -> str:
@@ -140,56 +226,45 @@ def params_problem(method: str, exc: ValidationError) -> str:
     return f"Invalid params for {method}: " + "; ".join(dict.fromkeys(problems))
 
 
-def context_for(
-    version: str,
-    params: Any,
-    *,
-    request_id: Any = None,
-    session_id: str = "",
-    session_log_level: str | None = None,
-    session_capabilities: dict[str, Any] | None = None,
-    server: str | None = None,
-    lineage_header: str | None = None,
-) -> CallContext:
-    """The call context: progress token, log level and client capabilities, from `_meta`
-    (2026-07-28) or from the session (2025 revisions); `server` is the slug of the workflow
-    group whose endpoint was called (None for `/mcp`). The lineage of a call made by a
-    workflow run (nodespecs/downstream/call_lineage.py) comes from `_meta` or `lineage_header` (the
-    request's HTTP header of it), whichever says more."""
+def era_of(version: str, group: str | None) -> Era:
+    """How results are shaped for `version`, answered at `/mcp` or at `group`'s endpoint."""
+    if version not in MODERN_PROTOCOL_VERSIONS:
+        return Era(version)
+    info = dispatch.server_info(group).model_dump(by_alias=True, exclude_none=True)
+    return Era(version, info)
+
+
+def _context(request: Request, trace_id: str) -> CallContext:
+    """The call context, whole: progress token, log level and client capabilities from `_meta`
+    (2026-07-28) or from the session (2025 revisions). The lineage of a call made by a workflow
+    run (nodespecs/downstream/call_lineage.py) comes from `_meta` or the HTTP header of it,
+    whichever says more."""
+    params = request.params
     meta = params.get("_meta") if isinstance(params, dict) else None
     meta = meta if isinstance(meta, dict) else {}
-    level = meta.get(types.LOG_LEVEL_META_KEY, session_log_level)
-    capabilities = meta.get(types.CLIENT_CAPABILITIES_META_KEY, session_capabilities)
+    level = meta.get(types.LOG_LEVEL_META_KEY, request.session_log_level)
+    capabilities = meta.get(types.CLIENT_CAPABILITIES_META_KEY, request.session_capabilities)
+    header = (request.headers or {}).get(_LINEAGE_HEADER)
     return CallContext(
-        protocol_version=version,
+        era=era_of(request.version, request.group),
+        caller=request.caller,
         progress_token=meta.get("progressToken"),
         log_level=level if level in LOG_LEVELS else None,
-        client_capabilities=capabilities if isinstance(capabilities, dict) else {},
-        session_id=session_id,
-        request_id=request_id,
-        server=server,
+        client_capabilities=dict(capabilities) if isinstance(capabilities, Mapping) else {},
+        session_id=request.session_id,
+        request_id=request.request_id,
+        group=request.group,
+        trace_id=trace_id,
         lineage=call_lineage.longest(
             call_lineage.from_meta(meta.get(call_lineage.META_KEY)),
-            call_lineage.from_header(lineage_header),
+            call_lineage.from_header(header),
         ),
     )
 
 
-def _modern_result(method: str, dumped: dict[str, Any], server: str | None) -> dict[str, Any]:
-    if method in CACHE_HINTS:
-        dumped["ttlMs"] = CACHE_HINTS[method]
-        dumped["cacheScope"] = "public"
-    dumped.setdefault("resultType", "complete")
-    meta = dumped.setdefault("_meta", {})
-    meta[types.SERVER_INFO_META_KEY] = dispatch.server_info(server).model_dump(
-        by_alias=True, exclude_none=True
-    )
-    return dumped
-
-
-def discover_result(server: str | None = None) -> types.DiscoverResult:
-    """`server/discover` at `/mcp`, or at the endpoint of the group whose slug is `server`."""
-    capabilities = dispatch.server_capabilities(server)
+def discover_result(group: str | None = None) -> types.DiscoverResult:
+    """`server/discover` at `/mcp`, or at the endpoint of the group whose slug is `group`."""
+    capabilities = dispatch.server_capabilities(group)
     if capabilities.resources is not None:
         # subscriptions/listen reports catalog changes in this era.
         capabilities.resources.list_changed = True
@@ -197,138 +272,94 @@ def discover_result(server: str | None = None) -> types.DiscoverResult:
     return types.DiscoverResult(
         supported_versions=list(MODERN_PROTOCOL_VERSIONS),
         capabilities=capabilities,
-        instructions=dispatch.server_instructions(server),
+        instructions=dispatch.server_instructions(group),
         ttl_ms=CACHE_HINTS["server/discover"],
         cache_scope="public",
     )
 
 
-def execute(
-    method: str,
-    params: Any,
-    *,
-    version: str,
-    caller: Caller,
-    context: CallContext,
-    on_set_level: Callable[[str], None] | None = None,
-    trace_headers: Mapping[str, str] | None = None,
-) -> Reply:
-    """Answer one request (the id is `context.request_id`) for `version`.
-
-    Raises `RpcError` (unknown method, bad params, a failing method) or `Forbidden`.
-    `on_set_level(level)` stores a `logging/setLevel` for the session, where there is one. With
-    tracing on, the request has a span (mcp_endpoint/observability/traces.py), continuing the trace
-    of its `_meta`'s `traceparent`, else of `trace_headers` (its HTTP headers, lower-cased), which
-    may also carry the call's lineage (`call_lineage.HEADER`).
-    """
-    if trace_headers is not None:
-        header = trace_headers.get(_LINEAGE_HEADER)
-        if header:
-            heard = call_lineage.from_header(header)
-            context.lineage = call_lineage.longest(context.lineage, heard)
+def execute(request: Request) -> Reply:
+    """Answer one request. A refusal (unknown method, bad params, a failing method, a missing
+    scope) is a `Refused` reply, for the transport to write as its era asks. With tracing on,
+    the request has a span (mcp_endpoint/protocol/traces.py), continuing the trace of its
+    `_meta`'s `traceparent`, else of its HTTP headers."""
     if not tracing.enabled():
-        return _answer(method, params, version, caller, context, on_set_level)
+        return _answer(request, _context(request, ""), None)
     span = traces.request_span(
-        method,
-        params,
-        version=version,
-        caller=caller.identity,
-        request_id=context.request_id,
-        session_id=context.session_id,
-        headers=trace_headers,
+        request.method,
+        request.params,
+        version=request.version,
+        caller=request.caller.actor,
+        request_id=request.request_id,
+        session_id=request.session_id,
+        headers=request.headers,
     )
-    context.trace_id = tracing.trace_id_of(span)
     token = traces.attached(span)
     try:
-        reply = _answer(method, params, version, caller, context, on_set_level)
+        context = _context(request, tracing.trace_id_of(span))
+        reply = _answer(request, context, span)
     except BaseException as exc:
         traces.refused(span, exc)
         raise
     finally:
         traces.detached(token)
-    if reply.later is None:
+    if isinstance(reply, Refused):
+        traces.refused(span, reply.error)
+    elif isinstance(reply, Answered):
         traces.result_answered(span, reply.result)
-    else:
-        reply.later = traces.traced_later(span, reply.later)
     return reply
 
 
-def _answer(
-    method: str,
-    params: Any,
-    version: str,
-    caller: Caller,
-    context: CallContext,
-    on_set_level: Callable[[str], None] | None,
-) -> Reply:
-    """`execute`'s answer, untraced."""
-    refuse_deep_params(method, params)
-    request_id = context.request_id
-    if version in MODERN_PROTOCOL_VERSIONS and method in task_extension.METHODS:
-        _check_scope(method, caller)
-        answer = task_extension.METHODS[method](
-            params, context.client_capabilities, caller.identity
-        )
-        return Reply(request_id, result=_modern_result(method, answer, context.server))
+def _answer(request: Request, context: CallContext, span: Any) -> Reply:
+    """`execute`'s answer; `span` (None untraced) goes with a reply that goes on."""
     try:
-        request = methods.parse_client_request(method, version, params)
+        return _answered(request, context, span)
+    except RpcError as exc:
+        return Refused(request.request_id, exc, context.trace_id)
+
+
+def _answered(request: Request, context: CallContext, span: Any) -> Reply:
+    method, params, version = request.method, request.params, request.version
+    refuse_deep_params(method, params)
+    request_id, trace_id = request.request_id, context.trace_id
+    if version in MODERN_PROTOCOL_VERSIONS and method in task_extension.METHODS:
+        _check_scope(method, request.caller)
+        answer = task_extension.METHODS[method](
+            params, context.client_capabilities, request.caller.actor
+        )
+        return Answered(request_id, context.era.shape_modern(method, answer), trace_id=trace_id)
+    try:
+        parsed = methods.parse_client_request(method, version, params)
     except KeyError:
         raise RpcError(types.METHOD_NOT_FOUND, f"Method not found: {method}", method) from None
     except ValidationError as exc:
         raise RpcError(types.INVALID_PARAMS, params_problem(method, exc)) from None
-    _check_scope(method, caller)
-    memo_key = _static_key(method, version, params, context.server, caller.scopes)
+    _check_scope(method, request.caller)
+    memo_key = _static_key(method, version, params, request.group, request.caller.scopes)
     # Read before the list is built: a change meanwhile leaves an older stamp, not a stale list.
     stamp = _static_stamp(method)
     memo = _STATIC_RESULTS.get(memo_key) if memo_key is not None else None
     if memo is not None and memo[0] == stamp:
-        return Reply(request_id, result=memo[1])
+        return Answered(request_id, memo[1], trace_id=trace_id)
+    log_level = None
     if method == "server/discover":
-        result: types.Result | WorkflowCall | LegacyInteraction = discover_result(context.server)
-    elif method == "logging/setLevel" and on_set_level is not None:
-        on_set_level(request.params.level)
+        result: types.Result | WorkflowCall | StreamedInteraction = discover_result(request.group)
+    elif method == "logging/setLevel" and request.session_id:
+        log_level = parsed.params.level
         result = types.EmptyResult()
     else:
-        context.caller = caller.identity
-        context.scopes = caller.scopes
-        context.may_start_processes = caller.may_start_processes
-        context.owner_id, context.owner_name = caller.owner_id, caller.owner_name
-        result = dispatch.call_method(request, context)
-    serialize = partial(_serialize, method, version, context.server)
-    notes = [{"jsonrpc": "2.0", **note} for note in context.notifications]
+        result = dispatch.call_method(parsed, context)
+    notes = tuple({"jsonrpc": "2.0", **note} for note in context.notifications)
     if isinstance(result, WorkflowCall):
-        result.serialize = serialize
-        return Reply(
-            request_id,
-            notes,
-            later=partial(workflow_calls.follow, result),
-            streams=bool(notes) or result.progress_token is not None,
-        )
-    if isinstance(result, LegacyInteraction):
-        asking = partial(
-            client_requests.ask, result.handler, request_id, context.session_id, serialize
-        )
-        return Reply(request_id, notes, later=asking, streams=True, asks_client=True)
-    serialized = serialize(result)
+        return Following(request_id, result, notes, trace_id, span)
+    if isinstance(result, StreamedInteraction):
+        session_id, era = request.session_id, context.era
+        return Asking(request_id, result, session_id, method, era, notes, trace_id, span)
+    shaped = context.era.shape(method, result)
     if memo_key is not None:
-        serialized = EncodedResult(serialized)
-        _STATIC_RESULTS[memo_key] = (stamp, serialized)
-    return Reply(request_id, notes, result=serialized, streams=bool(notes))
-
-
-def _serialize(
-    method: str, version: str, server: str | None, result: types.Result
-) -> dict[str, Any]:
-    """A method's result as `version` shapes it, answered by `server` (see `context_for`)."""
-    dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
-    if version in MODERN_PROTOCOL_VERSIONS:
-        dumped = _modern_result(method, dumped, server)
-        if isinstance(result, types.CacheableResult) and "ttl_ms" in result.model_fields_set:
-            # The handler chose (a run:// read: never cached): its choice wins, as in the SDK.
-            dumped.update(ttlMs=result.ttl_ms, cacheScope=result.cache_scope)
-    if isinstance(result, task_extension.CreateTaskResult):
-        return dumped  # SEP-2663's flat shape, which the SDK's result surfaces do not know
-    return methods.serialize_server_result(method, version, dumped)
+        shaped = EncodedResult(shaped)
+        _STATIC_RESULTS[memo_key] = (stamp, shaped)
+    return Answered(request_id, shaped, notes, trace_id, log_level)
 
 
 # Lists that change only with a stamp (tools: `dispatch.tools_generation()`) or never (prompts,
@@ -340,24 +371,15 @@ _StaticKey = tuple[str, str, Any, str | None, frozenset[str]]
 _STATIC_RESULTS: dict[_StaticKey, tuple[Hashable, EncodedResult]] = {}
 
 
-class EncodedResult(dict[str, Any]):
-    """A serialised result that also keeps its JSON (`encoded`), so the transport can send a
-    cached answer without encoding it again. Never mutated once built."""
-
-    def __init__(self, result: dict[str, Any]):
-        super().__init__(result)
-        self.encoded = encode_json(result)
-
-
 def _static_key(
-    method: str, version: str, params: Any, server: str | None, scopes: frozenset[str]
+    method: str, version: str, params: Any, group: str | None, scopes: frozenset[str] | None
 ) -> _StaticKey | None:
     if method not in _STATIC_METHODS:
         return None
     # Called once the params have parsed, so the cursor is a string or absent.
     cursor = params.get("cursor") if isinstance(params, dict) else None
-    audience = dispatch.tools_audience(scopes) if method == "tools/list" else frozenset()
-    return (method, version, cursor, server, audience)
+    audience = dispatch.tools_audience(scopes or frozenset()) if method == "tools/list" else None
+    return (method, version, cursor, group, audience or frozenset())
 
 
 def _static_stamp(method: str) -> Hashable:
@@ -366,7 +388,7 @@ def _static_stamp(method: str) -> Hashable:
 
 def _check_scope(method: str, caller: Caller) -> None:
     scope = dispatch.REQUIRED_SCOPES.get(method)
-    if scope is not None and scope not in caller.scopes:
+    if scope is not None and not caller.has_scope(scope):
         raise Forbidden(
             types.INVALID_REQUEST,
             f"Forbidden: {method} needs the scope {scope}, which this caller does not have. "
@@ -377,7 +399,7 @@ def _check_scope(method: str, caller: Caller) -> None:
 def refuse_deep_params(method: str, params: Any) -> None:
     """Refuse params that nest deeper than MCP_MAX_JSON_DEPTH, before any work reads them:
     nothing answers, stores or shows a value past a few hundred levels
-    (graphs/execution/nesting.py)."""
+    (graphs/engine/nesting.py)."""
     limit = settings.MCP_MAX_JSON_DEPTH
     if deeper_than(params, limit):
         raise RpcError(
@@ -401,14 +423,14 @@ def negotiate(params: Any) -> tuple[str, types.InitializeRequestParams]:
     return version, request.params
 
 
-def initialize_result(version: str, server: str | None = None) -> dict[str, Any]:
+def initialize_result(version: str, group: str | None = None) -> dict[str, Any]:
     """The `initialize` answer at `/mcp`, or at the endpoint of the group whose slug is
-    `server`."""
+    `group`."""
     result = types.InitializeResult(
         protocol_version=version,
-        capabilities=dispatch.server_capabilities(server),
-        server_info=dispatch.server_info(server),
-        instructions=dispatch.server_instructions(server),
+        capabilities=dispatch.server_capabilities(group),
+        server_info=dispatch.server_info(group),
+        instructions=dispatch.server_instructions(group),
     )
     dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
     return methods.serialize_server_result("initialize", version, dumped)

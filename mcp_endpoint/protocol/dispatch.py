@@ -10,13 +10,11 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
 from django.core.exceptions import SynchronousOnlyOperation
 from mcp import types
-from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from graphs.execution.lineage import call_refusal
 from graphs.execution.runs import RunRequest
@@ -29,20 +27,17 @@ from graphs.execution.toolset import (
 )
 from mcp_endpoint.calls import task_extension, workflow_answers
 from mcp_endpoint.calls.workflow_calls import WorkflowCall
-from mcp_endpoint.features import prompts, resources
+from mcp_endpoint.features import extensions, prompts, resources
 from mcp_endpoint.features.tool_definitions import StartRun, ToolError
 from mcp_endpoint.features.tools import TOOLS
-from mcp_endpoint.protocol import interaction
-from mcp_endpoint.protocol.encoding import json_text
-from mcp_endpoint.protocol.errors import Forbidden, RpcError
-from mcp_endpoint.protocol.interaction import LegacyInteraction
-from nodespecs.audit import Caller
-from nodespecs.downstream.call_lineage import Lineage
+from mcp_endpoint.jsonrpc import interaction
+from mcp_endpoint.jsonrpc.context import SERVER_NAME, SERVER_VERSION, CallContext
+from mcp_endpoint.jsonrpc.encoding import json_text
+from mcp_endpoint.jsonrpc.errors import Forbidden, RpcError
+from mcp_endpoint.jsonrpc.interaction import StreamedInteraction
 
 logger = logging.getLogger(__name__)
 
-SERVER_NAME = "switchyard"
-SERVER_VERSION = "0.1.0"
 PAGE_SIZE = 100
 
 INSTRUCTIONS = (
@@ -62,81 +57,21 @@ INSTRUCTIONS = (
     "AI_AGENT nodes for that. Each spec is also a resource at nodespec://NODE_TYPE/SUBTYPE."
 )
 
-# Log levels in increasing severity (RFC 5424 names, as MCP uses them).
-LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-
-
-@dataclass
-class CallContext:
-    """What a method may know of its request: the protocol version, and how to notify."""
-
-    protocol_version: str
-    progress_token: str | int | None = None
-    # The lowest level of log message the client asked for; None sends none.
-    log_level: str | None = None
-    client_capabilities: dict[str, Any] = field(default_factory=dict)
-    # Who called, as recorded in a workflow run's history, and what they may do.
-    caller: str = ""
-    scopes: frozenset[str] = frozenset()
-    may_start_processes: bool = False
-    # The user the caller's API key acts for (its owner), if any.
-    owner_id: int | None = None
-    owner_name: str = ""
-    session_id: str = ""
-    # The request's JSON-RPC id, as sent.
-    request_id: Any = None
-    # The slug of the workflow group whose endpoint (/mcp/<slug>) was called; None for /mcp.
-    server: str | None = None
-    notifications: list[dict[str, Any]] = field(default_factory=list)
-    # The trace of the request's span (32 hex digits), set by `core.execute` when tracing is
-    # on, for the transport's log line; "" otherwise.
-    trace_id: str = ""
-    # The workflow runs whose calls led to this request (its `_meta` or HTTP header said so:
-    # nodespecs/downstream/call_lineage.py); empty for a call from outside.
-    lineage: Lineage = ()
-
-    @property
-    def stateless(self) -> bool:
-        return self.protocol_version in MODERN_PROTOCOL_VERSIONS
-
-    def log(self, level: str, data: Any) -> None:
-        """Queue a `notifications/message` if the client asked for this level or lower."""
-        if self.log_level is None or LOG_LEVELS.index(level) < LOG_LEVELS.index(self.log_level):
-            return
-        self.notifications.append(
-            {
-                "method": "notifications/message",
-                "params": {"level": level, "logger": SERVER_NAME, "data": data},
-            }
-        )
-
-    def progress(self, progress: float, total: float | None, message: str) -> None:
-        """Queue a `notifications/progress` when the client sent a progress token (`total`
-        None when the amount of work is unknown, as in a graph that loops)."""
-        if self.progress_token is None:
-            return
-        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
-        if total is not None:
-            params["total"] = total
-        params["message"] = message
-        self.notifications.append({"method": "notifications/progress", "params": params})
-
-
 # What a method answers: its result, or a call that goes on as its answer is sent (a
 # workflow's run, or a 2025 call asking its client for input).
-Answer = types.Result | WorkflowCall | LegacyInteraction
+MethodResult = types.Result | WorkflowCall | StreamedInteraction
 
 
-def server_capabilities(server: str | None = None) -> types.ServerCapabilities:
+def server_capabilities(group: str | None = None) -> types.ServerCapabilities:
     """What `/mcp` offers, or a workflow group's endpoint (its tools, and logging)."""
     # The tool list changes whenever a workflow does: clients hear of it (list_changes.py).
     tools = types.ToolsCapability(list_changed=True)
-    if server is not None:
+    if group is not None:
         return types.ServerCapabilities(tools=tools, logging=types.LoggingCapability())
     return types.ServerCapabilities(
         tools=tools,
         resources=types.ResourcesCapability(
-            subscribe=bool(resources.SUBSCRIBABLE), list_changed=False
+            subscribe=bool(resources.subscribable()), list_changed=False
         ),
         prompts=types.PromptsCapability(list_changed=False),
         completions=types.CompletionsCapability(),
@@ -144,32 +79,32 @@ def server_capabilities(server: str | None = None) -> types.ServerCapabilities:
     )
 
 
-def group_served(server: str) -> WorkflowServer:
-    """The workflow group served at `/mcp/<server>`; `RpcError` once there is none."""
-    found = workflow_server(server)
+def group_served(group: str) -> WorkflowServer:
+    """The workflow group served at `/mcp/<group>`; `RpcError` once there is none."""
+    found = workflow_server(group)
     if found is None:
         raise RpcError(
             types.INVALID_REQUEST,
-            f"No MCP server at /mcp/{server[:80]} any more: its workflow group was removed. "
+            f"No MCP server at /mcp/{group[:80]} any more: its workflow group was removed. "
             "`python manage.py export_graph --list` (or the admin) shows each group's endpoint.",
         )
     return found
 
 
-def server_info(server: str | None = None) -> types.Implementation:
+def server_info(group: str | None = None) -> types.Implementation:
     """Who answers: Switchyard at `/mcp`, a graph file's own server at its group's endpoint."""
-    if server is None:
+    if group is None:
         return types.Implementation(name=SERVER_NAME, title="Switchyard", version=SERVER_VERSION)
-    group = group_served(server)
-    return types.Implementation(name=group.name, title=group.title, version=group.version)
+    served = group_served(group)
+    return types.Implementation(name=served.name, title=served.title, version=served.version)
 
 
-def server_instructions(server: str | None = None) -> str | None:
+def server_instructions(group: str | None = None) -> str | None:
     """The instructions for the model: the catalog's at `/mcp`, the graph file's own at its
     group's endpoint (None when the file has none)."""
-    if server is None:
+    if group is None:
         return INSTRUCTIONS
-    return group_served(server).instructions or None
+    return group_served(group).instructions or None
 
 
 def _page(items: list[Any], cursor: str | None) -> tuple[list[Any], str | None]:
@@ -187,22 +122,9 @@ def _page(items: list[Any], cursor: str | None) -> tuple[list[Any], str | None]:
     return items[start:end], (str(end) if end < len(items) else None)
 
 
-@dataclass(frozen=True)
-class ExtraTool:
-    """A tool beyond the knowledge tools (the conformance fixtures). Its handler returns a
-    result, or a generator that asks the client for input (see `interaction`)."""
-
-    tool: types.Tool
-    handler: Callable[[dict[str, Any], CallContext], Any]
-
-
-# Filled at start-up by extension modules (settings.MCP_EXTENSION_MODULES); empty by default.
-EXTRA_TOOLS: dict[str, ExtraTool] = {}
-
-
 def extra_tool_schema(name: Any) -> dict[str, Any] | None:
     """The input schema of an extra tool (the only ones that mirror arguments in headers)."""
-    extra = EXTRA_TOOLS.get(name) if isinstance(name, str) else None
+    extra = extensions.installed().tools.get(name) if isinstance(name, str) else None
     return extra.tool.input_schema if extra is not None else None
 
 
@@ -217,32 +139,32 @@ BUILDER_SCOPES = frozenset({"workflows:write", "workflows:publish", "workflows:a
 TOOLS_LIST_TTL_MS = 30_000
 
 
-def tool_scope(name: str, server: str | None = None) -> str:
+def tool_scope(name: str, group: str | None = None) -> str:
     """The scope a caller needs to call the tool `name` at `/mcp` (or at `/mcp/<server>`)."""
-    own = TOOLS.get(name) if server is None else None
+    own = TOOLS.get(name) if group is None else None
     return own.scope if own is not None else EXECUTE_SCOPE
 
 
 def tool_list(
-    server: str | None = None, *, scopes: frozenset[str] | None = None
+    group: str | None = None, *, scopes: frozenset[str] | None = None
 ) -> list[types.Tool]:
     """The tools in a fixed order: at `/mcp` the knowledge tools, the enabled workflows by
     name, then any extra tools; at a group's endpoint its enabled workflows alone. With
     `scopes`, only those a caller holding them may call (None: every tool). Whatever changes
     this list must change `tools_generation()`, and what it reads of `scopes` must be in
     `tools_audience()`."""
-    if server is not None:
-        group_served(server)
-        tools = workflow_answers.workflow_tool_list(server)
+    if group is not None:
+        group_served(group)
+        tools = workflow_answers.workflow_tool_list(group)
     else:
         tools = [
             *_own_tools(),
             *workflow_answers.workflow_tool_list(),
-            *(extra.tool for extra in EXTRA_TOOLS.values()),
+            *(extra.tool for extra in extensions.installed().tools.values()),
         ]
     if scopes is None:
         return tools
-    return [tool for tool in tools if tool_scope(tool.name, server) in scopes]
+    return [tool for tool in tools if tool_scope(tool.name, group) in scopes]
 
 
 def tools_audience(scopes: frozenset[str]) -> frozenset[str]:
@@ -258,14 +180,14 @@ def _tool_scopes() -> frozenset[str]:
 
 def tools_generation() -> Hashable:
     """A stamp of the tools `tool_list()` serves: tools/list answers are cached by it (core.py).
-    The knowledge tools are fixed; extra tools register at start-up; the workflows' snapshot
+    The knowledge tools are fixed, and so are the extensions' (settings); the workflows' snapshot
     names itself (graphs/execution/toolset.py)."""
-    return (tuple(EXTRA_TOOLS), workflow_tools_token())
+    return (tuple(extensions.installed().tools), workflow_tools_token())
 
 
 @cache
 def _own_tools() -> tuple[types.Tool, ...]:
-    """This server's own tools (tools.py) as `tools/list` shows them."""
+    """This server's own tools (mcp_endpoint/features/tools.py) as `tools/list` shows them."""
     return tuple(
         types.Tool(
             name=tool.name,
@@ -312,12 +234,12 @@ def _workflow_call(
     refusal = call_refusal(context.lineage, tool.name)
     if refusal is not None:
         return _tool_error(refusal, {"chain": [*map(str, context.lineage), tool.name]})
-    call = WorkflowCall(
+    return WorkflowCall(
         tool=tool,
         request=RunRequest(
             name=tool.name,
             arguments=arguments if arguments is not None else {},
-            caller=context.caller,
+            caller=context.caller.actor,
             session_id=context.session_id,
             # As JSON ("7", '"a"'), so that `notifications/cancelled` finds the run.
             request_id=json.dumps(context.request_id),
@@ -327,29 +249,15 @@ def _workflow_call(
             lineage=context.lineage,
         ),
         request_id=context.request_id,
+        era=context.era,
         progress_token=context.progress_token,
         may_become_task=context.stateless and task_extension.declared(context.client_capabilities),
         cancel_on_disconnect=context.stateless,
     )
-    if start is not None:
-        call.answer = start.answer
-    return call
-
-
-def builder_caller(context: CallContext) -> Caller:
-    """The caller as the services that change things take it: its key, its scopes and the
-    user the key acts for, who is named with it in the audit trail."""
-    return Caller(
-        actor=context.caller,
-        may_start_processes=context.may_start_processes,
-        scopes=context.scopes,
-        key_owner_id=context.owner_id,
-        key_owner_name=context.owner_name,
-    )
 
 
 def _check_tool_scope(name: str, scope: str, context: CallContext) -> None:
-    if scope not in context.scopes:
+    if not context.caller.has_scope(scope):
         raise Forbidden(
             types.INVALID_REQUEST,
             f"Forbidden: tools/call of {name} needs the scope {scope}, which this caller does not "
@@ -357,16 +265,16 @@ def _check_tool_scope(name: str, scope: str, context: CallContext) -> None:
         )
 
 
-def call_tool(params: types.CallToolRequestParams, context: CallContext) -> Answer:
+def call_tool(params: types.CallToolRequestParams, context: CallContext) -> MethodResult:
     """Run a tool; every failure comes back in-band with `isError` and how to fix the call,
     but a missing scope (`Forbidden`): this server's own tools each name theirs, every other
     call needs tools:execute."""
-    _check_tool_scope(params.name, tool_scope(params.name, context.server), context)
-    if context.server is not None:
-        return _call_group_tool(params, context, context.server)
-    extra = EXTRA_TOOLS.get(params.name)
+    _check_tool_scope(params.name, tool_scope(params.name, context.group), context)
+    if context.group is not None:
+        return _call_group_tool(params, context, context.group)
+    extra = extensions.installed().tools.get(params.name)
     if extra is not None:
-        answer: Answer = interaction.run_handler(
+        answer: MethodResult = interaction.run_handler(
             lambda: extra.handler(params.arguments or {}, context), params, context
         )
         return answer
@@ -375,15 +283,14 @@ def call_tool(params: types.CallToolRequestParams, context: CallContext) -> Answ
         return _workflow_call(workflow, params.arguments, context)
     tool = TOOLS.get(params.name)
     if tool is None:
-        names = [*TOOLS, *workflow_tools(), *EXTRA_TOOLS]
+        names = [*TOOLS, *workflow_tools(), *extensions.installed().tools]
         return _tool_error(
             f"Unknown tool {params.name!r}; available tools: {', '.join(names)}. "
             "Call tools/list for their schemas."
         )
     context.progress(0, 1, f"{tool.name} started")
-    caller = builder_caller(context)
     try:
-        answered = tool.call(params.arguments, caller)
+        answered = tool.call(params.arguments, context.caller)
     except ToolError as exc:
         return _tool_error(str(exc), exc.details)
     except SynchronousOnlyOperation:
@@ -407,16 +314,16 @@ def call_tool(params: types.CallToolRequestParams, context: CallContext) -> Answ
 
 
 def _call_group_tool(
-    params: types.CallToolRequestParams, context: CallContext, server: str
-) -> Answer:
-    """Call a workflow of the group served at `/mcp/<server>`: only its own workflows."""
-    group = group_served(server)
-    workflow = group.tools.get(params.name)
+    params: types.CallToolRequestParams, context: CallContext, group: str
+) -> MethodResult:
+    """Call a workflow of the group served at `/mcp/<group>`: only its own workflows."""
+    tools = group_served(group).tools
+    workflow = tools.get(params.name)
     if workflow is not None:
         return _workflow_call(workflow, params.arguments, context)
-    served = ", ".join(group.tools) or "none (all disabled)"
+    served = ", ".join(tools) or "none (all disabled)"
     return _tool_error(
-        f"Unknown tool {params.name!r} at /mcp/{server}; this server's tools: {served}. "
+        f"Unknown tool {params.name!r} at /mcp/{group}; this server's tools: {served}. "
         "Call tools/list for their schemas; /mcp serves every workflow and the catalog tools."
     )
 
@@ -429,7 +336,7 @@ def _complete(params: types.CompleteRequestParams, context: CallContext) -> type
             raise RpcError(types.INVALID_PARAMS, f"Unknown resource template {ref.uri!r}.")
         values = resources.complete_template_argument(argument.name, argument.value, known)
     else:
-        if ref.name not in prompts.PROMPTS:
+        if ref.name not in prompts.all_prompts():
             raise RpcError(types.INVALID_PARAMS, f"Unknown prompt {ref.name!r}.")
         values = prompts.complete_prompt_argument(ref.name, argument.name, argument.value, known)
     return types.CompleteResult(
@@ -442,9 +349,10 @@ def _complete(params: types.CompleteRequestParams, context: CallContext) -> type
 def _list_tools(params: Any, context: CallContext) -> types.ListToolsResult:
     """The tools this caller may call. The list depends on the caller, so no client may share
     it with another (`private`); a builder may change it, so it is told not to keep it."""
-    tools = tool_list(context.server, scopes=context.scopes)
+    scopes = context.caller.scopes or frozenset()
+    tools = tool_list(context.group, scopes=scopes)
     page, cursor = _page(tools, params.cursor if params else None)
-    builds = not BUILDER_SCOPES.isdisjoint(context.scopes)
+    builds = not BUILDER_SCOPES.isdisjoint(scopes)
     return types.ListToolsResult(
         tools=page,
         next_cursor=cursor,
@@ -464,14 +372,14 @@ def _list_templates(params: Any, context: CallContext) -> types.ListResourceTemp
 
 
 def _list_prompts(params: Any, context: CallContext) -> types.ListPromptsResult:
-    page, cursor = _page(list(prompts.PROMPTS.values()), params.cursor if params else None)
+    page, cursor = _page(list(prompts.all_prompts().values()), params.cursor if params else None)
     return types.ListPromptsResult(prompts=page, next_cursor=cursor)
 
 
-def _read_resource(params: types.ReadResourceRequestParams, context: CallContext) -> Answer:
+def _read_resource(params: types.ReadResourceRequestParams, context: CallContext) -> MethodResult:
     # Some resources need a scope beyond resources:read (a run: runs:read), as tools do.
     scope = resources.read_scope(params.uri)
-    if scope is not None and scope not in context.scopes:
+    if scope is not None and not context.caller.has_scope(scope):
         raise Forbidden(
             types.INVALID_REQUEST,
             f"Forbidden: resources/read of {params.uri[:100]!r} needs the scope {scope}, which "
@@ -484,19 +392,19 @@ def _read_resource(params: types.ReadResourceRequestParams, context: CallContext
         raise RpcError(types.INVALID_PARAMS, str(exc), {"uri": params.uri}) from None
 
 
-def _get_prompt(params: types.GetPromptRequestParams, context: CallContext) -> Answer:
+def _get_prompt(params: types.GetPromptRequestParams, context: CallContext) -> MethodResult:
     try:
         handler = prompts.prompt_handler(params.name, params.arguments)
     except prompts.PromptError as exc:
         raise RpcError(types.INVALID_PARAMS, str(exc)) from None
-    answer: Answer = interaction.run_handler(
+    answer: MethodResult = interaction.run_handler(
         lambda: handler(params.arguments or {}, context), params, context
     )
     return answer
 
 
 def _subscribe(params: types.SubscribeRequestParams, context: CallContext) -> types.EmptyResult:
-    if params.uri not in resources.SUBSCRIBABLE:
+    if params.uri not in resources.subscribable():
         raise RpcError(
             types.INVALID_PARAMS,
             f"Cannot subscribe to {params.uri!r}: it never changes, so there is nothing to watch.",
@@ -506,7 +414,7 @@ def _subscribe(params: types.SubscribeRequestParams, context: CallContext) -> ty
 
 
 # Every method this module answers, by name.
-_HANDLERS: dict[str, Callable[[Any, CallContext], Answer]] = {
+_HANDLERS: dict[str, Callable[[Any, CallContext], MethodResult]] = {
     "ping": lambda params, context: types.EmptyResult(),
     "resources/subscribe": _subscribe,
     "resources/unsubscribe": _subscribe,
@@ -539,13 +447,13 @@ REQUIRED_SCOPES: dict[str, str] = {
 }
 
 
-def call_method(request: types.Request[Any, Any], context: CallContext) -> Answer:
+def call_method(request: types.Request[Any, Any], context: CallContext) -> MethodResult:
     """Answer one request; `initialize`, `server/discover` and `logging/setLevel` are the
     protocol layer's, as they concern the session or the era."""
-    if context.server is not None and request.method not in GROUP_METHODS:
+    if context.group is not None and request.method not in GROUP_METHODS:
         raise RpcError(
             types.METHOD_NOT_FOUND,
-            f"{request.method} is not served at /mcp/{context.server}: a workflow group's "
+            f"{request.method} is not served at /mcp/{context.group}: a workflow group's "
             "endpoint serves its workflows as tools, nothing else. The catalog's resources, "
             "prompts and completions are at /mcp.",
             request.method,

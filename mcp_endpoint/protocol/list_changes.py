@@ -20,7 +20,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -40,10 +40,10 @@ RESOURCES = "notifications/resources/list_changed"
 
 @dataclass(frozen=True)
 class Watch:
-    """What a stream reports: changes to the tool list of `server` (a group's slug, or None
+    """What a stream reports: changes to the tool list of `group` (a group's slug, or None
     for `/mcp`), and to the catalog's resources when `resources`."""
 
-    server: str | None
+    group: str | None
     tools: bool = True
     resources: bool = False
 
@@ -87,9 +87,9 @@ class ListWatcher:
     async def _now(self, *, fresh: bool = False) -> dict[str, Any]:
         now: dict[str, Any] = {}
         if self.watch.tools:
-            server = self.watch.server
-            read = partial(toolset.tool_list_fingerprint, server)
-            now[TOOLS] = await _read(("tools", server), read, self.threads, fresh=fresh)
+            group = self.watch.group
+            read = partial(toolset.tool_list_fingerprint, group)
+            now[TOOLS] = await _read(("tools", group), read, self.threads, fresh=fresh)
         if self.watch.resources:
             read = partial(cache.get, CATALOG_GENERATION_KEY)
             now[RESOURCES] = await _read("resources", read, self.threads, fresh=fresh)
@@ -107,11 +107,11 @@ class ListWatcher:
         self.seen = now
         return changed
 
-    async def follow(self, send: Callable[[str], Awaitable[Any]]) -> None:
-        """`send(method)` for every change, polling every LISTEN_POLL_SECONDS until cancelled
-        (for streams with nothing else to send between: the legacy SSE stream, stdio). A
-        failed look (the database or cache down a moment) is logged and the next one tried:
-        it must not end the notifications of a connection that stays open."""
+    async def changes(self) -> AsyncIterator[str]:
+        """The notification method of every change, polling every LISTEN_POLL_SECONDS for as
+        long as it is read (for streams with nothing else to send between: the legacy SSE
+        stream, stdio). A failed look (the database or cache down a moment) is logged and the
+        next one tried: it must not end the notifications of a connection that stays open."""
         try:
             await self.start()
         except Exception:
@@ -124,7 +124,7 @@ class ListWatcher:
                 logger.warning("Polling the watched lists failed; trying again", exc_info=True)
                 continue
             for method in changed:
-                await send(method)
+                yield method
 
 
 # How long a stream's hold on its caller's quota lasts unless renewed: a running stream renews

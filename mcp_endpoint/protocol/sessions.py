@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from django.conf import settings
@@ -50,8 +50,11 @@ class Session:
     client_capabilities: dict[str, Any] = field(default_factory=dict)
     log_level: str = "info"
     initialized: bool = False
-    # The slug of the workflow group whose endpoint opened it; None for `/mcp`.
-    server: str | None = None
+    # The workflow group whose endpoint opened it, by its slug; None for `/mcp`.
+    group: str | None = None
+
+
+_SESSION_FIELDS = {field.name for field in fields(Session)}
 
 
 def _ttl() -> int:
@@ -64,9 +67,9 @@ def session_open(
     owner: str,
     client_info: dict[str, Any],
     client_capabilities: dict[str, Any],
-    server: str | None = None,
+    group: str | None = None,
 ) -> Session:
-    """Start a session at `/mcp`, or at the endpoint of the group whose slug is `server`; its
+    """Start a session at `/mcp`, or at the endpoint of the group whose slug is `group`; its
     id is 256 random bits (visible ASCII, as the transport requires)."""
     session = Session(
         id=secrets.token_urlsafe(32),
@@ -74,7 +77,7 @@ def session_open(
         owner=owner,
         client_info=client_info,
         client_capabilities=client_capabilities,
-        server=server,
+        group=group,
     )
     store, owned = _store(), _OWNER_PREFIX + owner
     with _opening:
@@ -98,13 +101,17 @@ def session_save(session: Session) -> None:
     _store().set(_PREFIX + session.id, asdict(session), timeout=_ttl())
 
 
-def session_get(session_id: str, *, owner: str, server: str | None = None) -> Session | None:
-    """The live session with this id opened by `owner` at the same endpoint (`server`, as in
+def session_get(session_id: str, *, owner: str, group: str | None = None) -> Session | None:
+    """The live session with this id opened by `owner` at the same endpoint (`group`, as in
     `session_open`), or None (unknown, ended, expired, or another endpoint's)."""
     if not session_id or len(session_id) > 128:
         return None
     data = _store().get(_PREFIX + session_id)
-    if data is None or data.get("owner") != owner or data.get("server") != server:
+    if data is None or data.get("owner") != owner or data.get("group") != group:
+        return None
+    if set(data) != _SESSION_FIELDS:
+        # Stored by a server of another shape (before an upgrade): the client starts a new
+        # session, as for one that expired.
         return None
     return Session(**data)
 

@@ -26,22 +26,36 @@ from ninja.errors import HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from pydantic import Field
 
-from mcp_endpoint.access.auth import Refusal, admit
 from mcp_endpoint.access.client_addresses import allow_listed
 from mcp_endpoint.calls.workflow_answers import RUN_ID_META
 from mcp_endpoint.features.tools import TOOLS
-from mcp_endpoint.models import Scope
-from mcp_endpoint.observability import telemetry
-from mcp_endpoint.protocol import dispatch
-from mcp_endpoint.protocol.core import LATEST_HANDSHAKE_VERSION, Caller, context_for, execute
-from mcp_endpoint.protocol.errors import (
+from mcp_endpoint.jsonrpc.context import SERVER_VERSION
+from mcp_endpoint.jsonrpc.errors import (
     RETRY_AFTER_SECONDS,
     Forbidden,
-    RpcError,
     unavailable_errors,
     unavailable_message,
 )
-from mcp_endpoint.transports.event_stream import REQUEST_THREADS
+from mcp_endpoint.models import Scope
+from mcp_endpoint.observability import request_metrics
+from mcp_endpoint.protocol import dispatch
+from mcp_endpoint.protocol.core import (
+    LATEST_HANDSHAKE_VERSION,
+    REQUEST_THREADS,
+    Refused,
+    Request,
+    execute,
+    final,
+)
+from mcp_endpoint.rest.common import (
+    INVALID_BODY,
+    KEYED,
+    ApiRefusal,
+    responses,
+    rest_caller,
+)
+from mcp_endpoint.rest.runs import router as runs_router
+from nodespecs.callers import Caller
 from nodespecs.downstream import call_lineage
 
 api = NinjaAPI(
@@ -68,12 +82,6 @@ USAGE_EXAMPLES: dict[str, list[dict[str, Any]]] = {
 }
 
 
-class ErrorOut(Schema):
-    """The body of every refusal: one message that says what was wrong and how to fix it."""
-
-    error: str = Field(description="What was wrong with the request and how to fix it.")
-
-
 class HealthOut(Schema):
     """The seed's health answer: healthy or not, and why not."""
 
@@ -90,29 +98,6 @@ class PublicHealthOut(Schema):
     """The keyless liveness answer for load balancers."""
 
     status: str = Field(description="ok, or unavailable (with HTTP 503).")
-
-
-# Refusals a keyed route can answer before it does anything: no or a bad key (401), a key
-# without the route's scope (403), the key's per-minute limit spent (429).
-KEYED = (401, 403, 429)
-# A path parameter that does not match its declared type.
-INVALID = 422
-# A body that is not JSON (400), over the size limit (413) or does not match its declared
-# schema (422).
-INVALID_BODY = (400, 413, INVALID)
-
-
-def responses(ok: Any, *errors: int) -> dict[int, Any]:
-    """A route's documented responses: `ok` for 200 and the shared `ErrorOut` for each status
-    in `errors`, so the OpenAPI schema lists every answer a client can get."""
-    return {200: ok, **dict.fromkeys(errors, ErrorOut)}
-
-
-class ApiRefusal(Exception):
-    """A request refused with `status` and a message saying how to fix it (an `ErrorOut`)."""
-
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
-        self.status, self.message, self.headers = status, message, headers or {}
 
 
 @api.exception_handler(ApiRefusal)
@@ -160,26 +145,14 @@ def _unparsable(request: HttpRequest, exc: HttpError) -> HttpResponse:
 
 @api.exception_handler(Exception)
 def _unavailable(request: HttpRequest, exc: Exception) -> HttpResponse:
-    """The database or cache did not answer: a 503 the client may retry (errors.py). Any
-    other exception goes on to Django, a 500. (Registered for every exception: Redis's
-    classes may not be loaded yet when this module is.)"""
+    """The database or cache did not answer: a 503 the client may retry
+    (mcp_endpoint/jsonrpc/errors.py). Any other exception goes on to Django, a 500. (Registered for
+    every exception: Redis's classes may not be loaded yet when this module is.)"""
     if not isinstance(exc, unavailable_errors()):
         raise exc
     response = api.create_response(request, {"error": unavailable_message(exc)}, status=503)
     response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response
-
-
-def _caller(request: HttpRequest, scope: str) -> Caller:
-    """Authenticate, rate-limit and check `scope`; raise `ApiRefusal` otherwise."""
-    headers = {name.lower(): value for name, value in request.headers.items()}
-    caller = admit(headers, request.META.get("REMOTE_ADDR", ""))
-    if isinstance(caller, Refusal):
-        raise ApiRefusal(caller.status, caller.message, caller.headers)
-    telemetry.rest_note(request, key=caller.identity)
-    if scope not in caller.scopes:
-        raise ApiRefusal(403, f"Forbidden: this endpoint needs the scope {scope}.")
-    return caller
 
 
 def _internal_only(request: HttpRequest) -> None:
@@ -215,7 +188,7 @@ def _tool_summary(tool: types.Tool) -> dict[str, Any]:
 
 
 # Internal services are trusted with every scope; their runs are recorded as theirs.
-INTERNAL_CALLER = Caller("internal", frozenset(Scope.values))
+INTERNAL_CALLER = Caller(actor="internal", scopes=frozenset(Scope.values))
 
 
 class InvokeRequest(Schema):
@@ -229,26 +202,20 @@ def _invoke(
     """Call a tool through the protocol core, as a 2025 client would, and wait for its
     response: the result (a workflow's run id as `_run_id`) and the milliseconds it took. With
     tracing on, the call's span is a child of the REST request's
-    (`telemetry.RestTelemetryMiddleware`). `lineage_header` is the request's `Switchyard-Lineage`,
-    sent by a workflow run calling back (graphs/execution/lineage.py)."""
+    (`rest_middleware.RestTelemetryMiddleware`). `lineage_header` is the request's
+    `Switchyard-Lineage`, sent by a workflow run calling back (graphs/execution/lineage.py)."""
     start = time.perf_counter()
     params = {"name": body.name, "arguments": body.arguments}
-    context = context_for(
-        LATEST_HANDSHAKE_VERSION, params, request_id=request_id, lineage_header=lineage_header
+    headers = {call_lineage.HEADER.lower(): lineage_header} if lineage_header else None
+    # A REST client is answered as a 2025 client without a session would be.
+    request = Request(
+        "tools/call", params, LATEST_HANDSHAKE_VERSION, caller, request_id, headers=headers
     )
-    try:
-        reply = execute(
-            "tools/call",
-            params,
-            version=LATEST_HANDSHAKE_VERSION,
-            caller=caller,
-            context=context,
-        )
-        message = async_to_sync(reply.final)(REQUEST_THREADS)
-    except Forbidden as exc:  # a tool that needs a scope beyond tools:execute (it names it)
-        raise ApiRefusal(403, exc.message) from None
-    except RpcError as exc:
-        raise ApiRefusal(422, exc.message) from None
+    reply = execute(request)
+    if isinstance(reply, Refused):
+        # A tool that needs a scope beyond tools:execute names it: 403; anything else 422.
+        raise ApiRefusal(403 if isinstance(reply.error, Forbidden) else 422, reply.error.message)
+    message = async_to_sync(final)(reply, REQUEST_THREADS)
     if "error" in message:
         raise ApiRefusal(422, message["error"]["message"])
     result = message["result"]
@@ -278,8 +245,8 @@ def tools_internal(request: HttpRequest) -> dict[str, Any]:
 def invoke_internal(request: HttpRequest, body: InvokeRequest) -> dict[str, Any]:
     _internal_only(request)
     request_id = str(uuid.uuid4())
-    telemetry.rest_note(
-        request, key=INTERNAL_CALLER.identity, tool=body.name, request_id=request_id
+    request_metrics.rest_note(
+        request, key=INTERNAL_CALLER.actor, tool=body.name, request_id=request_id
     )
     result, _ = _invoke(body, INTERNAL_CALLER, request_id, request.headers.get(call_lineage.HEADER))
     return result
@@ -292,7 +259,7 @@ def invoke_internal(request: HttpRequest, body: InvokeRequest) -> dict[str, Any]
     response=responses(dict[str, Any], *KEYED),
 )
 def list_tools(request: HttpRequest) -> dict[str, Any]:
-    caller = _caller(request, "tools:read")
+    caller = rest_caller(request, "tools:read")
     tools = _tool_summaries(caller)
     return {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "result": {"tools": tools}}
 
@@ -309,9 +276,9 @@ def list_tools(request: HttpRequest) -> dict[str, Any]:
     response=responses(dict[str, Any], *KEYED, *INVALID_BODY),
 )
 def invoke(request: HttpRequest, body: InvokeRequest) -> dict[str, Any]:
-    caller = _caller(request, "tools:execute")
+    caller = rest_caller(request, "tools:execute")
     request_id = str(uuid.uuid4())
-    telemetry.rest_note(request, tool=body.name, request_id=request_id)
+    request_metrics.rest_note(request, tool=body.name, request_id=request_id)
     result, elapsed = _invoke(body, caller, request_id, request.headers.get(call_lineage.HEADER))
     result.update(
         {"_tool_name": body.name, "_execution_time_ms": elapsed, "_request_id": request_id}
@@ -327,14 +294,14 @@ def invoke(request: HttpRequest, body: InvokeRequest) -> dict[str, Any]:
 )
 def tool_detail(request: HttpRequest, tool_name: str) -> dict[str, Any]:
     start = time.perf_counter()
-    _caller(request, "tools:read")
-    telemetry.rest_note(request, tool=tool_name)
+    rest_caller(request, "tools:read")
+    request_metrics.rest_note(request, tool=tool_name)
     tools = {tool.name: tool for tool in dispatch.tool_list()}
     if tool_name not in tools:
         raise ApiRefusal(404, f"No tool {tool_name!r}; available: {', '.join(tools)}.")
     return {
         **_tool_summary(tools[tool_name]),
-        "version": dispatch.SERVER_VERSION,
+        "version": SERVER_VERSION,
         "available": True,
         "workflow_guidance": WORKFLOW_GUIDANCE,
         "usage_examples": USAGE_EXAMPLES.get(tool_name, []),
@@ -367,11 +334,11 @@ def _backing_services_ok() -> str | None:
 )
 def health(request: HttpRequest) -> dict[str, Any]:
     start = time.perf_counter()
-    _caller(request, "health:check")
+    rest_caller(request, "health:check")
     error = _backing_services_ok()
     return {
         "healthy": error is None,
-        "version": dispatch.SERVER_VERSION,
+        "version": SERVER_VERSION,
         "available_tools": list(TOOLS),
         "timestamp": int(time.time()),
         "error": error,
@@ -395,4 +362,4 @@ def public_health(request: HttpRequest) -> HttpResponse:
     )
 
 
-api.add_router("", "mcp_endpoint.rest.runs.router")  # last: it imports from here
+api.add_router("", runs_router)

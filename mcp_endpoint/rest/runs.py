@@ -1,12 +1,12 @@
 """The REST routes over workflow runs, mounted on the API of mcp_endpoint/rest/api.py.
 
-`GET /api/v1/runs` pages through every run, newest first, and `GET /api/v1/runs/{id}` reads
-one with a page of its node executions (scope runs:read, any caller's runs); `POST
-/api/v1/runs/{id}/cancel` stops a run the key started (scope tools:execute). The reads and
-their checks are graphs/history/run_api_queries.py, and the shapes of their answers
-graphs/history/run_schemas.py, which the MCP tools `list_runs` and `get_run` share (run_tools.py);
-these routes parse, call and format. Imported by api.py when it mounts the router, after it
-has defined what this module takes from it.
+`GET /api/v1/runs` pages through every run, newest first, and `GET /api/v1/runs/{id}` reads one with
+a page of its node executions (scope runs:read, any caller's runs); `POST /api/v1/runs/{id}/cancel`
+stops a run the key started (scope tools:execute). The reads and their checks are
+graphs/history/run_api_queries.py, and the shapes of their answers graphs/history/run_schemas.py,
+which the MCP tools `list_runs` and `get_run` share (mcp_endpoint/features/run_tools.py); these
+routes parse, call and format. Imported by api.py when it mounts the router, after it has defined
+what this module takes from it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from graphs.history.run_api_queries import (
     DEFAULT_PAGE,
     MAX_PAGE,
     BadRunQuery,
-    NotFound,
+    WorkflowNotFound,
     run_read,
     runs_read,
 )
@@ -35,7 +35,7 @@ from graphs.history.run_schemas import (
     RunStatusQuery,
     StepsCursor,
 )
-from mcp_endpoint.rest.api import INVALID, KEYED, ApiRefusal, _caller, responses
+from mcp_endpoint.rest.common import INVALID, KEYED, ApiRefusal, responses, rest_caller
 
 router = Router(tags=["runs"])
 
@@ -59,7 +59,7 @@ def _refused_as_http() -> Iterator[None]:
         yield
     except BadRunQuery as exc:
         raise ApiRefusal(BAD_QUERY, str(exc)) from None
-    except NotFound as exc:
+    except (RunNotFound, WorkflowNotFound) as exc:
         raise ApiRefusal(404, str(exc)) from None
 
 
@@ -89,7 +89,7 @@ def list_runs(
     limit: int = LIMIT,
     cursor: RunsCursor = RUNS_PAGE,
 ) -> dict[str, Any]:
-    _caller(request, "runs:read")
+    rest_caller(request, "runs:read")
     with _refused_as_http():
         page = runs_read(
             workflow=workflow,
@@ -114,7 +114,7 @@ def get_run(
     limit: int = LIMIT,
     cursor: StepsCursor = STEPS_PAGE,
 ) -> dict[str, Any]:
-    _caller(request, "runs:read")
+    rest_caller(request, "runs:read")
     with _refused_as_http():
         detail = run_read(run_id=run_id, cursor=cursor, limit=limit)
     return detail.as_dict()
@@ -126,12 +126,12 @@ def get_run(
     response=responses(CancelOut, *KEYED, 404, INVALID),
 )
 def cancel_run(request: HttpRequest, run_id: int) -> dict[str, Any]:
-    caller = _caller(request, "tools:execute")
+    caller = rest_caller(request, "tools:execute")
     try:
         cancellation = run_cancel(
             run_id=run_id,
-            reason=f"Cancelled through the REST API by {caller.identity}.",
-            caller=caller.identity,
+            reason=f"Cancelled through the REST API by {caller.actor}.",
+            caller=caller.actor,
         )
     except RunNotFound as exc:
         message = f"{exc} Runs can be cancelled only by the key that started them."

@@ -4,10 +4,10 @@ Django by `config.asgi`.
 Django's ASGI handler runs every middleware through a thread hop and starts threads per
 request; for the endpoint agents call thousands of times a minute that was most of the cost
 (docs/benchmarks.md). This app does only what `/mcp` needs: read the body, hand the request
-to `admission.handle_request` (in the event loop when it needs no database and its work does
-not grow with what the caller sends, else on a small pool of worker threads), and write the
-answer or the event stream. The legacy HTTP+SSE transport (`sse.py`) goes through the same
-steps.
+to `admission.admit_request` and the admitted request to the protocol (in the event loop when
+it needs no database and its work does not grow with what the caller sends, else on a small
+pool of worker threads), and write the answer or the event stream. The legacy HTTP+SSE
+transport (`sse.py`) goes through the same steps.
 
 Requests that read whole workflow definitions (`_reads_documents`) have threads of their own,
 and one key has at most MCP_DOCUMENT_CALLS_PER_CALLER of them at once: eight loops of
@@ -24,10 +24,11 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 from urllib.parse import parse_qs
 
 from django.conf import settings
@@ -37,11 +38,10 @@ from django.db import close_old_connections
 from graphs.execution.direct_turns import CallerShares
 from graphs.execution.follow import Threads
 from graphs.execution.toolset import refresh_workflow_tools, workflow_tools
-from mcp_endpoint.access import admission
 from mcp_endpoint.access.auth import presented_key
 from mcp_endpoint.features.tools import TOOLS
-from mcp_endpoint.observability import telemetry
-from mcp_endpoint.transports import event_stream, http_messages, sse
+from mcp_endpoint.observability import request_metrics
+from mcp_endpoint.transports import admission, event_stream, http_messages, sse, streamable_http
 from nodespecs.knowledge.registry import refresh_registry
 
 Scope = dict[str, Any]
@@ -82,7 +82,9 @@ INLINE_BODY_BYTES = 4096
 _TOOL_NAME = re.compile(rb'"name"\s*:\s*"([^"]*)"')
 
 
-def _work(arguments: dict[str, Any], handler: Callable[..., Result]) -> Result:
+def _work(work: Callable[[], Result]) -> Result:
+    """Do `work` on a worker thread, keeping the thread's database connection and the
+    snapshots fresh first."""
     now = time.monotonic()
     if now - getattr(_local, "recycled_at", 0.0) > _RECYCLE_SECONDS:
         close_old_connections()
@@ -92,7 +94,7 @@ def _work(arguments: dict[str, Any], handler: Callable[..., Result]) -> Result:
     # requests to the event loop, even when it does not read that snapshot itself.
     refresh_registry()
     refresh_workflow_tools()
-    return handler(**arguments)
+    return work()
 
 
 async def _read_body(receive: Receive, declared: str | None) -> bytes | None:
@@ -121,7 +123,7 @@ def _encode(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
 
 
 def _arguments(scope: Scope, body: bytes | None) -> dict[str, Any]:
-    """`admission.handle_request`'s arguments for a request."""
+    """`admission.admit_request`'s arguments for a request."""
     # A field's value excludes the whitespace around it (RFC 9110, 5.5; MCP's SEP-2243).
     raw_headers = [
         (n.decode("latin-1"), v.decode("latin-1").strip(" \t")) for n, v in scope["headers"]
@@ -141,27 +143,38 @@ async def _request(scope: Scope, receive: Receive) -> dict[str, Any]:
     return _arguments(scope, await _read_body(receive, declared.decode("latin-1")))
 
 
+# A transport's step that answers an admitted request.
+Step = Callable[[http_messages.Inbound], Result]
+
+
+def _admitted_answer(arguments: dict[str, Any], answer: Step[Result]) -> Result:
+    """Admit the request (`admission.admit_request`), then `answer` it; a refusal answers it."""
+    admitted = admission.admit_request(**arguments)
+    if isinstance(admitted, http_messages.Outbound):
+        return admitted  # type: ignore[return-value]
+    return answer(admitted)
+
+
 async def _run(
     arguments: dict[str, Any],
     *,
     headers: dict[str, str],
     body: bytes | None,
-    handler: Callable[..., Result],
+    answer: Step[Result],
 ) -> Result:
-    """Call `handler(**arguments)`: in the event loop when it will make no query (the common
-    case, a known key and fresh catalog, is pure computation: a thread hop would cost more
-    than the work), else on a worker thread."""
-    try:
-        answer = _LOOP_CONTEXT.run(_in_loop, arguments, headers, body, handler)
-    except admission.AdmittedInLoop as exc:
-        arguments, answer = {**arguments, "admitted": exc.caller}, None
-    if answer is not None:
-        return answer
+    """Admit a request and `answer` it: in the event loop when that will make no query (the
+    common case, a known key and fresh catalog, is pure computation: a thread hop would cost
+    more than the work), else on a worker thread."""
+    done = _LOOP_CONTEXT.run(_in_loop, arguments, headers, body, answer)
+    if isinstance(done, _Done):
+        return done.answer
+    if isinstance(done, http_messages.Inbound):
+        work = partial(answer, done)  # admitted in the loop: not counted against its limit twice
+    else:
+        work = partial(_admitted_answer, arguments, answer)
     if _reads_documents(body):
-        return await _in_document_turn(
-            _holder(headers, arguments), partial(_work, arguments, handler)
-        )
-    return await asyncio.get_running_loop().run_in_executor(_POOL, _work, arguments, handler)
+        return await _in_document_turn(_holder(headers, arguments), partial(_work, work))
+    return await asyncio.get_running_loop().run_in_executor(_POOL, _work, work)
 
 
 def _reads_documents(body: bytes | None) -> bool:
@@ -212,13 +225,22 @@ async def _in_document_turn(holder: str, work: Callable[[], Result]) -> Result:
     return await asyncio.shield(working)
 
 
+@dataclass(frozen=True)
+class _Done(Generic[Result]):
+    """A request answered in the event loop."""
+
+    answer: Result
+
+
 def _in_loop(
     arguments: dict[str, Any],
     headers: dict[str, str],
     body: bytes | None,
-    handler: Callable[..., Result],
-) -> Result | None:
-    """The answer, when it can be made without a query and at a small fixed cost; else None."""
+    answer: Step[Result],
+) -> _Done[Result] | http_messages.Inbound | None:
+    """The answer, when it can be made without a query and at a small fixed cost; else the
+    request as admitted here, when only its answer needs a thread; else None (a thread does
+    it all)."""
     # A legacy SSE message (`sse.answer`) is always a POST.
     method = arguments.get("method", "POST")
     # First: `_fixed_cost` reads the workflow snapshot, which must then be fresh.
@@ -227,12 +249,19 @@ def _in_loop(
     if not _fixed_cost(arguments.get("body"), body):
         return None
     try:
-        return handler(**arguments)
+        admitted = admission.admit_request(**arguments)
     except SynchronousOnlyOperation:
-        # The remembered key expired between the check and the answer (the loop was busy):
-        # admitting it needs a query, so a thread does it all again. An answer that needs a
-        # thread once admitted raises `AdmittedInLoop` instead (see `_run`).
+        # The remembered key expired between the check and now (the loop was busy):
+        # admitting it needs a query, so a thread does it.
         return None
+    if isinstance(admitted, http_messages.Outbound):
+        return _Done(admitted)  # type: ignore[arg-type]
+    try:
+        return _Done(answer(admitted))
+    except SynchronousOnlyOperation:
+        # A snapshot fell due between the check and the answer: the answer needs a query, and
+        # a thread makes it for the request admitted here.
+        return admitted
 
 
 def _fixed_cost(received: bytes | None, message: bytes | None) -> bool:
@@ -261,39 +290,43 @@ def _threads() -> Threads:
     caller: each has a share of them (graphs/execution/direct_turns.py)."""
     loop = asyncio.get_running_loop()
     return Threads(
-        short=lambda work: loop.run_in_executor(_POOL, _work, {}, work),
-        run=lambda work: loop.run_in_executor(_RUNS, _work, {}, work),
+        short=lambda work: loop.run_in_executor(_POOL, _work, work),
+        run=lambda work: loop.run_in_executor(_RUNS, _work, work),
         run_share=settings.GRAPHS_RUN_THREADS_PER_CALLER,
     )
 
 
-async def mcp_app(scope: Scope, receive: Receive, send: Send, server: str | None = None) -> None:
-    """Serve one HTTP request to `/mcp`, or to `/mcp/<server>` (a workflow group's); once
-    answered, record it (mcp_endpoint/observability/telemetry.py) with what the protocol
+async def mcp_app(scope: Scope, receive: Receive, send: Send, group: str | None = None) -> None:
+    """Serve one HTTP request to `/mcp`, or to `/mcp/<group>` (a workflow group's); once
+    answered, record it (mcp_endpoint/observability/request_metrics.py) with what the protocol
     reported."""
     started = time.perf_counter()
     arguments = await _request(scope, receive)
-    outbound: http_messages.Outbound = await _run(
-        {**arguments, "server": server},
+    answer: http_messages.Answer = await _run(
+        {**arguments, "group": group},
         headers=arguments["headers"],
         body=arguments["body"],
-        handler=admission.handle_request,
+        answer=streamable_http.handle,
     )
-    facts, written = outbound.facts, None
+    facts, written = answer.facts, None
     try:
         stream = None
-        if outbound.reply is not None or outbound.listen is not None:
+        if isinstance(answer, http_messages.Streamed | http_messages.Listening):
             threads = _threads()  # only an answer that goes on needs them
-            if outbound.reply is not None:
-                settled = await _until_disconnect(event_stream.settle(outbound, threads), receive)
-                if settled is None:
-                    return  # the client left before its answer
-                outbound = settled
-            stream = event_stream.stream_of(outbound, threads)
-        await _respond(outbound, stream, receive, send)
-        written = outbound
+            settled = await _until_disconnect(event_stream.settle(answer, threads), receive)
+            if settled is None:
+                return  # the client left before its answer
+            answer = settled
+            written = event_stream.written_record(answer)
+            stream = event_stream.stream_of(answer, threads, written)
+        else:
+            written = event_stream.written_record(answer)
+        await _respond(answer, stream, receive, send)
+    except BaseException:
+        written = None  # the client left, or writing failed: not answered
+        raise
     finally:
-        telemetry.mcp_request_done(written, started, http_method=scope["method"], facts=facts)
+        request_metrics.mcp_request_done(written, started, http_method=scope["method"], facts=facts)
 
 
 async def sse_app(scope: Scope, receive: Receive, send: Send) -> None:
@@ -301,30 +334,31 @@ async def sse_app(scope: Scope, receive: Receive, send: Send) -> None:
     arguments = await _request(scope, receive)
     if scope["path"] == sse.STREAM_PATH:
         # Admitting the GET never runs a workflow, whatever its body.
-        outbound: http_messages.Outbound = await _run(
-            {**arguments, "answer": sse.open_stream},
-            headers=arguments["headers"],
-            body=None,
-            handler=admission.handle_request,
+        opened: http_messages.Outbound | http_messages.ChannelOpened = await _run(
+            arguments, headers=arguments["headers"], body=None, answer=sse.open_stream
         )
         stream = None
-        if outbound.channel and outbound.channel_lease:
-            lease, watch = outbound.channel_lease, outbound.channel_watch
-            stream = sse.stream(outbound.channel, lease, watch, _threads())
-        await _respond(outbound, stream, receive, send)
+        if isinstance(opened, http_messages.ChannelOpened):
+            stream = sse.stream(opened.channel, opened.lease, opened.watch, _threads())
+        await _respond(opened, stream, receive, send)
         return
     started = time.perf_counter()
     query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-    channel_id = (query.get("sessionId") or query.get("session_id") or [""])[0]
+    # The stream's channel (sse.py), not a 2025 session: a stream carries one once its
+    # client has initialized.
+    channel_id = (query.get("channel") or [""])[0]
     accepted: http_messages.Outbound | http_messages.Inbound = await _run(
-        {**arguments, "answer": partial(sse.accept_message, channel_id=channel_id)},
+        arguments,
         headers=arguments["headers"],
         body=None,
-        handler=admission.handle_request,
+        answer=partial(sse.accept_message, channel_id=channel_id),
     )
     if isinstance(accepted, http_messages.Outbound):
         await _respond(accepted, None, receive, send)
-        telemetry.mcp_request_done(accepted, started, http_method="POST", transport="sse")
+        written = event_stream.written_record(accepted)
+        request_metrics.mcp_request_done(
+            written, started, http_method="POST", transport="sse", facts=accepted.facts
+        )
         return
     task = asyncio.create_task(_answer_on_stream(accepted, channel_id, started))
     _deliveries.add(task)
@@ -338,23 +372,41 @@ async def _answer_on_stream(
     """Answer an accepted legacy SSE message and send the answer to its stream (`started`:
     when its POST arrived, for its telemetry)."""
     try:
-        outbound = await _run(
-            {"inbound": inbound, "channel_id": channel_id},
-            headers=dict(inbound.headers),
-            body=inbound.body,
-            handler=sse.answer,
+        answer = await _answer_accepted(inbound, channel_id)
+        await sse.deliver(channel_id, answer, _threads())
+        written = event_stream.written_record(answer)
+        request_metrics.mcp_request_done(
+            written, started, http_method="POST", transport="sse", facts=answer.facts
         )
-        await sse.deliver(channel_id, outbound, _threads())
-        telemetry.mcp_request_done(outbound, started, http_method="POST", transport="sse")
     except Exception:
         logger.exception("Answering a message for SSE stream %s failed", channel_id[:8])
 
 
+async def _answer_accepted(inbound: http_messages.Inbound, channel_id: str) -> http_messages.Answer:
+    """The answer to a legacy SSE message already admitted with its POST: in the event loop
+    when that makes no query at a small fixed cost, else on a worker thread."""
+    headers, body = dict(inbound.headers), inbound.body
+    fixed = _fixed_cost(body, body) and admission.answers_without_database("POST", headers, body)
+    if fixed:
+        try:
+            return _LOOP_CONTEXT.run(sse.answer, inbound, channel_id)
+        except SynchronousOnlyOperation:
+            pass  # a snapshot fell due meanwhile: a thread answers it
+    work = partial(sse.answer, inbound, channel_id)
+    if _reads_documents(body):
+        return await _in_document_turn(_holder(headers, {}), partial(_work, work))
+    return await asyncio.get_running_loop().run_in_executor(_POOL, _work, work)
+
+
 async def _respond(
-    outbound: http_messages.Outbound, stream: Any, receive: Receive, send: Send
+    outbound: http_messages.Answer | http_messages.ChannelOpened,
+    stream: AsyncIterator[bytes] | None,
+    receive: Receive,
+    send: Send,
 ) -> None:
     """Write a plain answer, or the event stream `stream` when there is one."""
     if stream is None:
+        assert isinstance(outbound, http_messages.Outbound)
         response_headers = dict(outbound.headers)
         response_headers["Content-Length"] = str(len(outbound.body))
         await send(

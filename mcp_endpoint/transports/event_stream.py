@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from graphs.execution.follow import Threads
-from mcp_endpoint.protocol import list_changes
+from mcp_endpoint.jsonrpc.encoding import encode_json_ascii
+from mcp_endpoint.observability.request_metrics import Written
+from mcp_endpoint.protocol import core, list_changes
 from mcp_endpoint.protocol.core import Reply
-from mcp_endpoint.protocol.encoding import encode_json_ascii
 from mcp_endpoint.transports import http_messages
 
 KEEPALIVE_SECONDS = 15
@@ -32,18 +32,8 @@ SSE_HEADERS = {
 }
 
 
-def _in_request_thread(work: Callable[[], Any]) -> Awaitable[Any]:
-    return sync_to_async(work, thread_sensitive=True)()
-
-
-# Where a request served by Django (the /mcp view, the REST API) does the blocking work of a
-# reply that goes on: the request's own sync thread, where Django manages the database
-# connection (and which the test client shares).
-REQUEST_THREADS = Threads(short=_in_request_thread, run=_in_request_thread)
-
-
 def sse_event(message: dict[str, Any]) -> bytes:
-    """One JSON-RPC message as a `message` event (in ASCII: encoding.py)."""
+    """One JSON-RPC message as a `message` event (in ASCII: mcp_endpoint/jsonrpc/encoding.py)."""
     return b"event: message\ndata: " + encode_json_ascii(message) + b"\n\n"
 
 
@@ -86,31 +76,43 @@ async def _listen(listen: http_messages.Listen, threads: Threads) -> AsyncIterat
             listen.lease.release()
 
 
-async def _messages(
-    reply: Reply, threads: Threads, outbound: http_messages.Outbound
-) -> AsyncIterator[bytes]:
-    async for message in reply.messages(threads):
-        if "method" not in message:  # the response, last
-            outbound.note_response(message)
+def written_record(
+    answer: http_messages.Outbound | http_messages.Streamed | http_messages.Listening,
+) -> Written:
+    """The telemetry record of `answer`, about to be written: a plain one's outcome is known;
+    a stream's is noted as it goes (`stream_of`)."""
+    if isinstance(answer, http_messages.Outbound):
+        return Written(answer.status, answer.error_code, answer.tool_error)
+    return Written(answer.status)
+
+
+async def _events(reply: Reply, threads: Threads, written: Written | None) -> AsyncIterator[bytes]:
+    async for message in core.messages(reply, threads):
+        if written is not None and "method" not in message:  # the response, last
+            written.note_response(message)
         yield sse_event(message)
 
 
-async def settle(outbound: http_messages.Outbound, threads: Threads) -> http_messages.Outbound:
-    """The plain answer to an outcome: a reply that goes on without streaming is followed
-    to its response here; anything else is already its answer."""
-    if outbound.reply is None or outbound.stream:
-        return outbound
-    message = await outbound.reply.final(threads)
-    return http_messages.message_reply(message, outbound.headers)
+async def settle(answer: http_messages.Answer, threads: Threads) -> http_messages.Answer:
+    """A reply that goes on without events, followed to its response (one JSON body); any
+    other answer as it is."""
+    if not isinstance(answer, http_messages.Streamed) or answer.events:
+        return answer
+    message = await core.final(answer.reply, threads)
+    return http_messages.message_outbound(message, answer.headers)
 
 
-def stream_of(outbound: http_messages.Outbound, threads: Threads) -> AsyncIterator[bytes] | None:
-    """The event-stream body of an outcome that streams, or None for a plain response
-    (`threads` takes the blocking work of a reply that goes on). A reply's response, when
-    the stream sends it, is noted on `outbound` (`note_response`), for its telemetry."""
-    if outbound.reply is not None and outbound.stream:
-        outbound.responded = False
-        return _messages(outbound.reply, threads, outbound)
-    if outbound.listen is not None:
-        return _listen(outbound.listen, threads)
+def stream_of(
+    answer: http_messages.Answer, threads: Threads, written: Written | None = None
+) -> AsyncIterator[bytes] | None:
+    """The event-stream body of an answer that streams (the core's reply as events, a
+    `subscriptions/listen` stream), or None for a plain one (`threads` takes the blocking work
+    of a reply that goes on). A reply's response, when the stream sends it, is noted on
+    `written`, for its telemetry."""
+    if isinstance(answer, http_messages.Streamed):
+        if written is not None:
+            written.responded = False
+        return _events(answer.reply, threads, written)
+    if isinstance(answer, http_messages.Listening):
+        return _listen(answer.listen, threads)
     return None

@@ -1,24 +1,25 @@
 """The legacy HTTP+SSE transport of MCP (protocol revision 2024-11-05), beside Streamable HTTP.
 
 `GET /sse` opens an event stream whose first event, `endpoint`, names where to POST:
-`/messages?sessionId=ID`. Each POST is answered 202 Accepted once admitted; its JSON-RPC
-answer comes back as a `message` event on the stream. The messages mean what they mean on
-`/mcp`, answered by `streamable_http.handle`, so both transports serve the same tools, scopes
-and errors: `initialize` on the stream starts a session (`sessions.py`) within which each later
-message of the 2025 revisions is answered; a message carrying the 2026-07-28 envelope in its
+`/messages?channel=ID`. Each POST is answered 202 Accepted once admitted; its JSON-RPC answer
+comes back as a `message` event on the stream. The messages mean what they mean on `/mcp`, answered
+by `streamable_http.handle`, so both transports serve the same tools, scopes and errors:
+`initialize` on the stream starts a session (`mcp_endpoint/protocol/sessions.py`) within which each
+later message of the 2025 revisions is answered; a message carrying the 2026-07-28 envelope in its
 `_meta` is answered statelessly, session or not, as the SDK's own SSE server does (the official
-Python client's default mode opens with such a `server/discover`). A request of the 2025
-revisions sent before `initialize` is answered on the stream with an error saying to send it.
+Python client's default mode opens with such a `server/discover`). A request of the 2025 revisions
+sent before `initialize` is answered on the stream with an error saying to send it.
 
 The stream and its session are kept in the cache (`sessions.channel_*`), so a POST may land on
 any instance; the answer reaches the instance holding the stream through `relay`. Each step
-runs behind `admission.handle_request` (Host, Origin, body size, API key, rate limit); the
+runs behind `admission.admit_request` (Host, Origin, body size, API key, rate limit); the
 key that POSTs must be the one that opened the stream.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -29,10 +30,11 @@ from mcp import types
 from mcp.shared import inbound as envelope
 
 from graphs.execution.follow import Threads
+from mcp_endpoint.jsonrpc.encoding import encode_json_ascii
 from mcp_endpoint.models import Scope
 from mcp_endpoint.protocol import dispatch, list_changes, sessions
-from mcp_endpoint.protocol.encoding import encode_json_ascii
 from mcp_endpoint.transports import event_stream, http_messages, relay, streamable_http
+from mcp_endpoint.transports.admission import answers_unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -41,18 +43,21 @@ MESSAGES_PATH = "/messages"
 KEEPALIVE_SECONDS = event_stream.KEEPALIVE_SECONDS
 
 
-def open_stream(inbound: http_messages.Inbound) -> http_messages.Outbound:
+@answers_unavailable
+def open_stream(
+    inbound: http_messages.Inbound,
+) -> http_messages.Outbound | http_messages.ChannelOpened:
     """`GET /sse` from an admitted caller: register the stream (the ASGI app then sends it)."""
     if inbound.method != "GET":
         return http_messages.Outbound(405, {"Allow": "GET"})
-    lease = list_changes.lease_stream(inbound.caller.identity)
+    lease = list_changes.lease_stream(inbound.caller.actor)
     if isinstance(lease, str):
-        return http_messages.error_reply(429, types.INVALID_REQUEST, lease)
-    channel = sessions.channel_open(inbound.caller.identity)
+        return http_messages.error_outbound(429, types.INVALID_REQUEST, lease)
+    channel = sessions.channel_open(inbound.caller.actor)
     # Tool-list changes only for a key that may list tools, as on a 2025 session's GET stream.
-    may_list = Scope.TOOLS_READ in inbound.caller.scopes
+    may_list = inbound.caller.has_scope(Scope.TOOLS_READ)
     watch = list_changes.Watch(None) if may_list else None
-    return http_messages.Outbound(200, channel=channel, channel_lease=lease, channel_watch=watch)
+    return http_messages.ChannelOpened(channel, lease, watch)
 
 
 async def stream(
@@ -67,17 +72,16 @@ async def stream(
     watching = None
     try:
         async with relay.subscribe(channel_id) as inbox:
-            endpoint = f"{MESSAGES_PATH}?sessionId={channel_id}"
+            endpoint = f"{MESSAGES_PATH}?channel={channel_id}"
             yield f"event: endpoint\ndata: {endpoint}\n\n".encode()
 
-            async def announce(method: str) -> None:
-                await relay.publish(
-                    channel_id, event_stream.sse_event({"jsonrpc": "2.0", "method": method})
-                )
+            async def announce(watch: list_changes.Watch) -> None:
+                async for method in list_changes.ListWatcher(watch, threads).changes():
+                    event = event_stream.sse_event({"jsonrpc": "2.0", "method": method})
+                    await relay.publish(channel_id, event)
 
             if watch is not None:
-                watcher = list_changes.ListWatcher(watch, threads)
-                watching = asyncio.create_task(watcher.follow(announce))
+                watching = asyncio.create_task(announce(watch))
             while True:
                 yield await inbox(KEEPALIVE_SECONDS) or b": keep-alive\n\n"
                 lease.renew()
@@ -90,10 +94,11 @@ async def stream(
         await threads.short(partial(sessions.channel_end, channel_id))
 
 
+@answers_unavailable
 def accept_message(
     inbound: http_messages.Inbound, *, channel_id: str
 ) -> http_messages.Outbound | http_messages.Inbound:
-    """`POST /messages?sessionId=ID` from an admitted caller: a refusal, or the request to
+    """`POST /messages?channel=ID` from an admitted caller: a refusal, or the request to
     answer on the stream (as `streamable_http.handle` would on `/mcp`, within the stream's session).
 
     What is wrong with the POST itself is answered on the POST; what the answer to a message
@@ -101,12 +106,12 @@ def accept_message(
     """
     if inbound.method != "POST":
         return http_messages.Outbound(405, {"Allow": "POST"})
-    channel = sessions.channel_get(channel_id, owner=inbound.caller.identity)
+    channel = sessions.channel_get(channel_id, owner=inbound.caller.actor)
     if channel is None:
-        return http_messages.error_reply(
+        return http_messages.error_outbound(
             404,
             types.INVALID_REQUEST,
-            f"Unknown sessionId {channel_id[:128]!r}: the stream ended, or it was opened with "
+            f"Unknown channel {channel_id[:128]!r}: the stream ended, or it was opened with "
             f"another API key. Open a new stream with GET {STREAM_PATH} (same key) and POST "
             "to the endpoint its first event names.",
         )
@@ -114,7 +119,7 @@ def accept_message(
     if problem:
         return problem
     if not isinstance(message, dict):
-        return http_messages.error_reply(
+        return http_messages.error_outbound(
             400,
             types.INVALID_REQUEST,
             "Invalid Request: send one JSON-RPC message object per POST (no batches).",
@@ -189,7 +194,7 @@ def _before_initialize(inbound: http_messages.Inbound) -> http_messages.Outbound
         return None
     if "id" not in message or "method" not in message:
         return http_messages.Outbound(202)
-    return http_messages.error_reply(
+    return http_messages.error_outbound(
         200,
         types.INVALID_REQUEST,
         f"This stream has no session yet, so {str(message['method'])[:80]} cannot be answered: "
@@ -199,7 +204,8 @@ def _before_initialize(inbound: http_messages.Inbound) -> http_messages.Outbound
     )
 
 
-def answer(inbound: http_messages.Inbound, channel_id: str) -> http_messages.Outbound:
+@answers_unavailable
+def answer(inbound: http_messages.Inbound, channel_id: str) -> http_messages.Answer:
     """Answer an accepted message; an `initialize` binds its new session to the stream."""
     early = _before_initialize(inbound)
     if early is not None:
@@ -211,12 +217,15 @@ def answer(inbound: http_messages.Inbound, channel_id: str) -> http_messages.Out
     return outbound
 
 
-async def deliver(channel_id: str, outbound: http_messages.Outbound, threads: Threads) -> None:
+async def deliver(channel_id: str, answer: http_messages.Answer, threads: Threads) -> None:
     """Send an answer's messages (or its one JSON-RPC message) to the stream's holder, each
-    as it is made (`threads` takes the blocking work of a reply that goes on)."""
-    if outbound.reply is not None:
-        outbound.stream = True
-    chunks = event_stream.stream_of(outbound, threads) or _single(outbound.body)
+    as it is made (`threads` takes the blocking work of a reply that goes on): on this
+    transport every reply goes out as events."""
+    if isinstance(answer, http_messages.Streamed):
+        answer = dataclasses.replace(answer, events=True)
+    chunks = event_stream.stream_of(answer, threads)
+    if chunks is None:
+        chunks = _single(answer.body if isinstance(answer, http_messages.Outbound) else b"")
     async for chunk in chunks:
         if not await relay.publish(channel_id, chunk):
             logger.info("SSE stream %s is gone; dropped the rest of an answer", channel_id[:8])
@@ -224,7 +233,8 @@ async def deliver(channel_id: str, outbound: http_messages.Outbound, threads: Th
 
 
 async def _single(body: bytes) -> AsyncIterator[bytes]:
-    """A plain JSON answer as one event (in ASCII, as every event: encoding.py)."""
+    """A plain JSON answer as one event (in ASCII, as every event:
+    mcp_endpoint/jsonrpc/encoding.py)."""
     if body:
         data = body if body.isascii() else encode_json_ascii(json.loads(body))
         yield b"event: message\ndata: " + data + b"\n\n"

@@ -4,10 +4,9 @@ The client is the local user who started the process, so every scope is granted.
 work: `initialize` negotiates a 2025 revision for the connection; a request whose `_meta`
 carries the 2026-07-28 envelope is answered statelessly.
 
-`manage.py mcp_stdio --group SLUG` serves one workflow group's tools alone, as `/mcp/<slug>`
-does over HTTP.
-When the tool list changes, a connection that has initialized hears
-`notifications/tools/list_changed` (list_changes.py).
+`manage.py mcp_stdio --group SLUG` serves one workflow group's tools alone, as `/mcp/<slug>` does
+over HTTP. When the tool list changes, a connection that has initialized hears
+`notifications/tools/list_changed` (mcp_endpoint/protocol/list_changes.py).
 
 Requests are answered concurrently, each through the protocol core like a request over HTTP,
 its messages written as they come: a workflow call's progress, the requests a call sends the
@@ -35,27 +34,29 @@ from mcp.shared import inbound as envelope
 
 from graphs.execution.follow import Threads
 from mcp_endpoint.calls import workflow_answers
+from mcp_endpoint.jsonrpc.encoding import encode_json_ascii
+from mcp_endpoint.jsonrpc.errors import RpcError
 from mcp_endpoint.models import Scope
-from mcp_endpoint.observability import telemetry
-from mcp_endpoint.protocol import list_changes, sessions
+from mcp_endpoint.observability import request_metrics
+from mcp_endpoint.observability.facts import Facts
+from mcp_endpoint.protocol import core, list_changes, sessions
 from mcp_endpoint.protocol.core import (
-    LEGACY_ERA,
     MODERN_VERSION,
-    Caller,
+    SESSION_ERA,
+    Answered,
     Reply,
-    context_for,
+    Request,
     execute,
     initialize_result,
+    is_modern,
     negotiate,
 )
-from mcp_endpoint.protocol.encoding import encode_json_ascii
-from mcp_endpoint.protocol.errors import RpcError
-from mcp_endpoint.transports.http_messages import Facts
+from nodespecs.callers import Caller
 
 logger = logging.getLogger(__name__)
 # The user who started the process: every scope, and the right to start processes (they can
 # run any anyway).
-LOCAL_USER = Caller("stdio", frozenset(Scope.values), may_start_processes=True)
+LOCAL_USER = Caller(actor="stdio", scopes=frozenset(Scope.values), may_start_processes=True)
 Message = dict[str, Any]
 T = TypeVar("T")
 
@@ -86,12 +87,12 @@ class StdioConnection:
     """One client connection: the negotiated version and log level, and its session id."""
 
     def __init__(
-        self, write: Callable[[Message], None], threads: Threads, server: str | None = None
+        self, write: Callable[[Message], None], threads: Threads, group: str | None = None
     ) -> None:
         self.write = write
         self.threads = threads
         # The slug of the workflow group served, as at `/mcp/<slug>`; None serves everything.
-        self.server = server
+        self.group = group
         self.session_id = f"stdio:{secrets.token_urlsafe(16)}"
         self.version: str | None = None
         self.log_level: str | None = None
@@ -112,7 +113,8 @@ class StdioConnection:
             self.write(_error(None, types.INVALID_REQUEST, "Invalid Request: not a JSON object."))
             return
         if "id" in message and ("result" in message or "error" in message):
-            # The client's answer to a request a call sent it (client_requests.py).
+            # The client's answer to a request a call sent it
+            # (mcp_endpoint/protocol/client_requests.py).
             await self.threads.short(partial(sessions.reply_store, self.session_id, message))
             return
         method = message.get("method")
@@ -126,7 +128,7 @@ class StdioConnection:
                 cancel = partial(
                     workflow_answers.cancel_notification,
                     message.get("params"),
-                    caller=LOCAL_USER.identity,
+                    caller=LOCAL_USER.actor,
                     session_id=self.session_id,
                 )
                 await self.threads.short(cancel)
@@ -141,9 +143,10 @@ class StdioConnection:
 
     async def answer(self, request_id: Any, method: str, params: Any, message: Message) -> None:
         """Answer a request through the core, writing each of its messages as it comes;
-        then record it (mcp_endpoint/observability/telemetry.py), as the HTTP transports do."""
+        then record it (mcp_endpoint/observability/request_metrics.py), as the HTTP transports
+        do."""
         started = time.perf_counter()
-        facts = Facts(key=LOCAL_USER.identity)
+        facts = Facts(key=LOCAL_USER.actor)
         facts.note(message)
         response: Message | None = None
         try:
@@ -151,7 +154,7 @@ class StdioConnection:
                 partial(self._execute, request_id, method, params, message, facts)
             )
             if isinstance(reply, Reply):
-                async for outgoing in reply.messages(self.threads):
+                async for outgoing in core.messages(reply, self.threads):
                     self.write(outgoing)
                     response = outgoing
             else:
@@ -168,7 +171,7 @@ class StdioConnection:
             # A reply abandoned midway (the connection closing) sent no response.
             if response is not None and "method" in response:
                 response = None
-            telemetry.stdio_request_done(response, facts, started)
+            request_metrics.stdio_request_done(response, facts, started)
 
     def _execute(
         self, request_id: Any, method: str, params: Any, message: Message, facts: Facts
@@ -176,57 +179,54 @@ class StdioConnection:
         """The core's answer to a request (on a thread: it may query); notes the request's
         era, whether its tool is served here, and its trace on `facts`."""
         if facts.tool:
-            facts.tool_known = telemetry.known_tool(facts.tool, self.server)
+            facts.tool_known = request_metrics.known_tool(facts.tool, self.group)
         # A request without the 2026-07-28 envelope belongs to the 2025 revisions.
-        facts.era = LEGACY_ERA
+        facts.era = SESSION_ERA
         if method == "initialize":
             self.version, initialize = negotiate(params)
             self.capabilities = initialize.capabilities.model_dump(mode="json", exclude_none=True)
-            result = initialize_result(self.version, self.server)
+            result = initialize_result(self.version, self.group)
             return {"jsonrpc": "2.0", "id": request_id, "result": result}
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        if isinstance(meta, dict) and types.PROTOCOL_VERSION_META_KEY in meta:
+        if is_modern(message):
             route = envelope.classify_inbound_request(message)
             if isinstance(route, envelope.InboundLadderRejection):
                 return _error(request_id, route.code, route.message, route.data)
             version = MODERN_VERSION
             facts.era = MODERN_VERSION
         elif self.version is None:
-            raise RpcError(
+            return _error(
+                request_id,
                 types.INVALID_REQUEST,
                 "Send initialize first (or the 2026-07-28 _meta envelope with each request).",
             )
         else:
             version = self.version
-        context = context_for(
-            version,
-            params,
-            request_id=request_id,
-            session_id=self.session_id,
-            session_log_level=self.log_level,
-            session_capabilities=self.capabilities,
-            server=self.server,
-        )
-        try:
-            return execute(
+        reply = execute(
+            Request(
                 method,
                 params,
-                version=version,
-                caller=LOCAL_USER,
-                context=context,
-                on_set_level=lambda level: setattr(self, "log_level", level),
+                version,
+                LOCAL_USER,
+                request_id=request_id,
+                session_id=self.session_id,
+                session_log_level=self.log_level,
+                session_capabilities=self.capabilities,
+                group=self.group,
             )
-        finally:
-            facts.trace_id = context.trace_id
+        )
+        facts.trace_id = reply.trace_id
+        if isinstance(reply, Answered) and reply.log_level is not None:
+            self.log_level = reply.log_level
+        return reply
 
 
 async def serve(
     read_line: Callable[[], Awaitable[str]],
     write_line: Callable[[str], None],
-    server: str | None = None,
+    group: str | None = None,
 ) -> None:
     """Answer the lines `read_line` returns until it returns "" (the input ended); answers
-    go to `write_line`, one JSON message per line, without the newline. `server` serves one
+    go to `write_line`, one JSON message per line, without the newline. `group` serves one
     workflow group's tools alone, as `/mcp/<slug>` does."""
 
     def write(message: Message) -> None:
@@ -237,15 +237,15 @@ async def serve(
         ThreadPoolExecutor(settings.GRAPHS_DIRECT_RUN_THREADS, thread_name_prefix="run") as runs,
     ):
         threads = Threads(short=_on_thread(short), run=_on_thread(runs))
-        connection = StdioConnection(write, threads, server)
+        connection = StdioConnection(write, threads, group)
 
-        async def announce(method: str) -> None:
-            if connection.version is not None:  # after initialize (2025 revisions)
-                write({"jsonrpc": "2.0", "method": method})
+        async def announce() -> None:
+            watcher = list_changes.ListWatcher(list_changes.Watch(group), threads)
+            async for method in watcher.changes():
+                if connection.version is not None:  # after initialize (2025 revisions)
+                    write({"jsonrpc": "2.0", "method": method})
 
-        watching = asyncio.create_task(
-            list_changes.ListWatcher(list_changes.Watch(server), threads).follow(announce)
-        )
+        watching = asyncio.create_task(announce())
         try:
             while line := await read_line():
                 if line.strip():

@@ -3,7 +3,7 @@
 Transport-neutral (http_messages.py), so the rules can be tested without a server.
 
 `handle(inbound)` takes a transport-neutral request (HTTP method, headers, body, caller) and
-returns an `Outbound` (status, headers, and a JSON body or server-sent events).
+returns an `Answer` (http_messages.py: a plain answer, or one still to be sent as it goes).
 
 Era choice, as the official SDK v2 makes it and as the specification asks:
 - `MCP-Protocol-Version: 2026-07-28` (or a body whose `_meta` carries a protocol version and
@@ -15,6 +15,7 @@ Era choice, as the official SDK v2 makes it and as the specification asks:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,86 +26,91 @@ from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 
 from graphs.execution.toolset import workflow_server
 from mcp_endpoint.calls import task_extension, workflow_answers
+from mcp_endpoint.jsonrpc.errors import Forbidden, RpcError
 from mcp_endpoint.models import Scope
-from mcp_endpoint.observability import telemetry
-from mcp_endpoint.protocol import dispatch, list_changes, sessions
+from mcp_endpoint.observability import request_metrics
+from mcp_endpoint.observability.facts import response_outcome
+from mcp_endpoint.protocol import core, dispatch, list_changes, sessions
 from mcp_endpoint.protocol.core import (
-    LEGACY_ERA,
     MODERN_VERSION,
-    Caller,
+    SESSION_ERA,
+    Answered,
+    Asking,
+    Refused,
     Reply,
-    context_for,
+    Request,
     execute,
     initialize_result,
     negotiate,
 )
-from mcp_endpoint.protocol.errors import Forbidden, RpcError
+from mcp_endpoint.transports.admission import answers_unavailable
 from mcp_endpoint.transports.http_messages import (
     JSON,
     SESSION_HEADER,
     SSE,
     VERSION_HEADER,
+    Answer,
     Inbound,
     Listen,
+    Listening,
     Outbound,
+    Streamed,
     accepts,
-    encoded_reply,
-    error_reply,
+    error_outbound,
     json_body,
-    json_reply,
+    json_outbound,
 )
+from nodespecs.callers import Caller
 
 # JSON-RPC error code → HTTP status in the 2026-07-28 era (the SDK's table).
 MODERN_ERROR_STATUS: Mapping[int, int] = envelope.ERROR_CODE_HTTP_STATUS
 
 
-def _reply(reply: Reply, headers: Mapping[str, str], extra_headers: dict[str, str]) -> Outbound:
+def _answer_of(reply: Reply, headers: Mapping[str, str], extra_headers: dict[str, str]) -> Answer:
     """The core's answer as the client takes it: an event stream when it sends messages
     before its response and the client accepts one, else the response alone."""
-    if reply.streams and accepts(headers, SSE):
-        return Outbound(200, dict(extra_headers), reply=reply, stream=True)
-    if reply.complete:
-        outbound = encoded_reply(200, reply.response_body(), extra_headers)
-        outbound.note_response({"result": reply.result})
-        return outbound
-    return Outbound(200, dict(extra_headers), reply=reply)
+    if core.streams(reply) and accepts(headers, SSE):
+        return Streamed(reply, events=True, headers=dict(extra_headers))
+    if isinstance(reply, Answered):
+        _, tool_error = response_outcome({"result": reply.result})
+        body = core.response_body(reply)
+        return Outbound(200, {"Content-Type": JSON, **extra_headers}, body, tool_error=tool_error)
+    return Streamed(reply, events=False, headers=dict(extra_headers))
 
 
-def _has_meta_version(message: Any) -> bool:
-    """Whether a body carries the 2026-07-28 envelope (a protocol version in `_meta`)."""
-    if not isinstance(message, dict) or message.get("method") == "initialize":
-        return False
-    params = message.get("params")
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    return isinstance(meta, dict) and types.PROTOCOL_VERSION_META_KEY in meta
+def _refusal(refused: Refused, status: int, headers: dict[str, str] | None = None) -> Outbound:
+    """A request the core refused, as a JSON-RPC error with `status` (403 for a missing
+    scope, whatever the era)."""
+    error = refused.error
+    return error_outbound(
+        403 if isinstance(error, Forbidden) else status,
+        error.code,
+        error.message,
+        request_id=refused.request_id,
+        data=error.data,
+        headers=headers,
+    )
 
 
-def _is_modern(inbound: Inbound, message: Any) -> bool:
-    version = inbound.headers.get(VERSION_HEADER)
-    if version is not None:
-        return version not in HANDSHAKE_PROTOCOL_VERSIONS
-    return _has_meta_version(message)
-
-
-def handle(inbound: Inbound) -> Outbound:
+@answers_unavailable
+def handle(inbound: Inbound) -> Answer:
     """Answer one HTTP request to `/mcp`, or to a workflow group's endpoint `/mcp/<slug>`
-    (`inbound.server`). The answer carries what was learned of the request on the way
-    (`Outbound.facts`: method, tool, era, caller), for the transport's telemetry."""
+    (`inbound.group`). The answer carries what was learned of the request on the way
+    (its `facts`: method, tool, era, caller), for the transport's telemetry."""
     facts = inbound.facts
-    facts.key = inbound.caller.identity
-    outbound = _answer(inbound)
+    facts.key = inbound.caller.actor
+    answer = _answer(inbound)
     if facts.tool:
-        facts.tool_known = telemetry.known_tool(facts.tool, inbound.server)
-    outbound.facts = facts
-    return outbound
+        facts.tool_known = request_metrics.known_tool(facts.tool, inbound.group)
+    return dataclasses.replace(answer, facts=facts)
 
 
-def _answer(inbound: Inbound) -> Outbound:
-    if inbound.server is not None and workflow_server(inbound.server) is None:
-        return error_reply(
+def _answer(inbound: Inbound) -> Answer:
+    if inbound.group is not None and workflow_server(inbound.group) is None:
+        return error_outbound(
             404,
             types.INVALID_REQUEST,
-            f"No MCP server at /mcp/{inbound.server[:80]}: no workflow group has that slug. "
+            f"No MCP server at /mcp/{inbound.group[:80]}: no workflow group has that slug. "
             "`python manage.py export_graph --list` (or the admin's workflow groups) shows "
             "each group's endpoint; /mcp serves every workflow.",
         )
@@ -118,9 +124,9 @@ def _answer(inbound: Inbound) -> Outbound:
         message = None
     version = inbound.headers.get(VERSION_HEADER)
     known = version is None or version in HANDSHAKE_PROTOCOL_VERSIONS + MODERN_PROTOCOL_VERSIONS
-    if not known and not _has_meta_version(message):
+    if not known and not core.is_modern(message):
         supported = [*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS]
-        return error_reply(
+        return error_outbound(
             400,
             types.UNSUPPORTED_PROTOCOL_VERSION,
             f"Unsupported MCP-Protocol-Version {version!r}; this server speaks "
@@ -128,27 +134,29 @@ def _answer(inbound: Inbound) -> Outbound:
             request_id=message.get("id") if isinstance(message, dict) else None,
             data={"supported": supported, "requested": version},
         )
-    if _is_modern(inbound, message):
+    if core.is_modern(message, inbound.headers.get(VERSION_HEADER)):
         inbound.facts.era = MODERN_VERSION
         return _handle_modern(inbound, message)
-    inbound.facts.era = LEGACY_ERA
-    return _handle_legacy(inbound, message)
+    inbound.facts.era = SESSION_ERA
+    return _handle_session_era(inbound, message)
 
 
 # The 2026-07-28 era.
 
 
 def _modern_error(request_id: Any, code: int, message: str, data: Any = None) -> Outbound:
-    return error_reply(
+    return error_outbound(
         MODERN_ERROR_STATUS.get(code, 200), code, message, request_id=request_id, data=data
     )
 
 
-def _handle_modern(inbound: Inbound, message: Any) -> Outbound:
+def _handle_modern(inbound: Inbound, message: Any) -> Answer:
     if inbound.method != "POST":
         return Outbound(405, {"Allow": "POST"})
     if not accepts(inbound.headers, JSON):
-        return error_reply(406, types.INVALID_REQUEST, "Not Acceptable: accept application/json.")
+        return error_outbound(
+            406, types.INVALID_REQUEST, "Not Acceptable: accept application/json."
+        )
     if not isinstance(message, dict):
         return _modern_error(
             None,
@@ -207,29 +215,28 @@ def _handle_modern(inbound: Inbound, message: Any) -> Outbound:
             except RpcError as exc:
                 return _modern_error(request_id, exc.code, exc.message, exc.data)
         if not accepts(inbound.headers, SSE):
-            return error_reply(
+            return error_outbound(
                 406,
                 types.INVALID_REQUEST,
                 "subscriptions/listen answers as text/event-stream: accept it.",
                 request_id=request_id,
             )
         return _listen(inbound, request_id, params)
-    context = context_for(MODERN_VERSION, params, request_id=request_id, server=inbound.server)
-    try:
-        reply = execute(
+    reply = execute(
+        Request(
             method,
             params,
-            version=MODERN_VERSION,
-            caller=inbound.caller,
-            context=context,
-            trace_headers=inbound.headers,
+            MODERN_VERSION,
+            inbound.caller,
+            request_id=request_id,
+            group=inbound.group,
+            headers=inbound.headers,
         )
-    except RpcError as exc:
-        status = 403 if isinstance(exc, Forbidden) else MODERN_ERROR_STATUS.get(exc.code, 200)
-        return error_reply(status, exc.code, exc.message, request_id=request_id, data=exc.data)
-    finally:
-        inbound.facts.trace_id = context.trace_id
-    return _reply(reply, inbound.headers, {})
+    )
+    inbound.facts.trace_id = reply.trace_id
+    if isinstance(reply, Refused):
+        return _refusal(reply, MODERN_ERROR_STATUS.get(reply.error.code, 200))
+    return _answer_of(reply, inbound.headers, {})
 
 
 # What `subscriptions/listen` may ask to hear, at `/mcp`, and the scope that lists each; a
@@ -241,44 +248,44 @@ LISTENABLE = {
 }
 
 
-def _listen(inbound: Inbound, request_id: Any, params: Any) -> Outbound:
+def _listen(inbound: Inbound, request_id: Any, params: Any) -> Answer:
     """`subscriptions/listen`: grant what the client asked to hear that this endpoint has and
     its key may list (prompts never change here, so that kind stays quiet)."""
     asked = (params.get("notifications") if isinstance(params, dict) else None) or {}
-    listenable = ["toolsListChanged"] if inbound.server is not None else list(LISTENABLE)
+    listenable = ["toolsListChanged"] if inbound.group is not None else list(LISTENABLE)
     granted = {
         kind: True
         for kind in listenable
-        if asked.get(kind) is True and LISTENABLE[kind] in inbound.caller.scopes
+        if asked.get(kind) is True and inbound.caller.has_scope(LISTENABLE[kind])
     }
     watch = list_changes.Watch(
-        inbound.server,
+        inbound.group,
         tools="toolsListChanged" in granted,
         resources="resourcesListChanged" in granted,
     )
     lease: list_changes.StreamLease | None = None
     if watch.tools or watch.resources:
-        leased = list_changes.lease_stream(inbound.caller.identity)
+        leased = list_changes.lease_stream(inbound.caller.actor)
         if isinstance(leased, str):
-            return error_reply(429, types.INVALID_REQUEST, leased, request_id=request_id)
+            return error_outbound(429, types.INVALID_REQUEST, leased, request_id=request_id)
         lease = leased
-    return Outbound(200, listen=Listen(watch, lease, request_id=request_id, granted=granted))
+    return Listening(Listen(watch, lease, request_id=request_id, granted=granted))
 
 
 def _notification(message: dict[str, Any], caller: Caller) -> Outbound:
     if not isinstance(message.get("method"), str):
-        return error_reply(
+        return error_outbound(
             400, types.INVALID_REQUEST, "Invalid Request: a notification needs a method."
         )
     if message["method"] == "notifications/cancelled":
-        workflow_answers.cancel_notification(message.get("params"), caller=caller.identity)
+        workflow_answers.cancel_notification(message.get("params"), caller=caller.actor)
     return Outbound(202)
 
 
 # The 2025 revisions (sessions).
 
 
-def _handle_legacy(inbound: Inbound, message: Any) -> Outbound:
+def _handle_session_era(inbound: Inbound, message: Any) -> Answer:
     session_id = inbound.headers.get(SESSION_HEADER)
     if (
         inbound.method == "POST"
@@ -289,23 +296,23 @@ def _handle_legacy(inbound: Inbound, message: Any) -> Outbound:
     if inbound.method not in ("POST", "GET", "DELETE"):
         return Outbound(405, {"Allow": "GET, POST, DELETE"})
     if inbound.method == "POST" and not isinstance(message, (dict, list)):
-        return error_reply(
+        return error_outbound(
             400,
             types.INVALID_REQUEST,
             "Invalid Request: the body must be a JSON-RPC request object "
             '(e.g. {"jsonrpc": "2.0", "id": 1, "method": "initialize", ...}).',
         )
     if not session_id:
-        return error_reply(
+        return error_outbound(
             400,
             types.INVALID_REQUEST,
             "Bad Request: missing Mcp-Session-Id header. Send initialize first, then the "
             "session id it returns with every request (or use MCP-Protocol-Version: "
             f"{MODERN_VERSION}, which needs no session).",
         )
-    session = sessions.session_get(session_id, owner=inbound.caller.identity, server=inbound.server)
+    session = sessions.session_get(session_id, owner=inbound.caller.actor, group=inbound.group)
     if session is None:
-        return error_reply(
+        return error_outbound(
             404,
             types.INVALID_REQUEST,
             "Session not found: it ended or expired, another endpoint opened it (a session "
@@ -322,20 +329,20 @@ def _handle_legacy(inbound: Inbound, message: Any) -> Outbound:
     if inbound.method == "GET":
         return _session_stream(inbound, session_headers)
     if not (accepts(inbound.headers, JSON) or accepts(inbound.headers, SSE)):
-        return error_reply(
+        return error_outbound(
             406,
             types.INVALID_REQUEST,
             "Not Acceptable: accept application/json or text/event-stream.",
         )
     if isinstance(message, list):
-        return error_reply(
+        return error_outbound(
             400,
             types.INVALID_REQUEST,
             "Invalid Request: JSON-RPC batches are not supported; send one message per request.",
             headers=session_headers,
         )
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-        return error_reply(
+        return error_outbound(
             400,
             types.INVALID_REQUEST,
             "Invalid Request: not a JSON-RPC 2.0 message.",
@@ -348,71 +355,61 @@ def _handle_legacy(inbound: Inbound, message: Any) -> Outbound:
             sessions.reply_store(session.id, message)
         if message.get("method") == "notifications/cancelled":
             workflow_answers.cancel_notification(
-                message.get("params"), caller=inbound.caller.identity, session_id=session.id
+                message.get("params"), caller=inbound.caller.actor, session_id=session.id
             )
         if message.get("method") == "notifications/initialized" and not session.initialized:
             session.initialized = True
             sessions.session_save(session)
         return Outbound(202, session_headers)
-    return _legacy_request(inbound, message, session, session_headers)
+    return _session_request(inbound, message, session, session_headers)
 
 
-def _legacy_request(
+def _session_request(
     inbound: Inbound, message: dict[str, Any], session: sessions.Session, headers: dict[str, str]
-) -> Outbound:
+) -> Answer:
     request_id, method, params = message.get("id"), message.get("method"), message.get("params")
     if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
-        return error_reply(
+        return error_outbound(
             400,
             types.INVALID_REQUEST,
             "Invalid Request: id must be a string or number.",
             headers=headers,
         )
     if not isinstance(method, str):
-        return error_reply(
+        return error_outbound(
             400, types.INVALID_REQUEST, "Invalid Request: method must be a string.", headers=headers
         )
 
-    def set_level(level: str) -> None:
-        session.log_level = level
-        sessions.session_save(session)
-
-    context = context_for(
-        session.protocol_version,
-        params,
-        request_id=request_id,
-        session_id=session.id,
-        session_log_level=session.log_level,
-        session_capabilities=session.client_capabilities,
-        server=inbound.server,
-    )
-    try:
-        reply = execute(
+    reply = execute(
+        Request(
             method,
             params,
-            version=session.protocol_version,
-            caller=inbound.caller,
-            context=context,
-            on_set_level=set_level,
-            trace_headers=inbound.headers,
+            session.protocol_version,
+            inbound.caller,
+            request_id=request_id,
+            session_id=session.id,
+            session_log_level=session.log_level,
+            session_capabilities=session.client_capabilities,
+            group=inbound.group,
+            headers=inbound.headers,
         )
-    except RpcError as exc:
+    )
+    inbound.facts.trace_id = reply.trace_id
+    if isinstance(reply, Refused):
         # In the 2025 revisions JSON-RPC errors travel with HTTP 200; refusals are HTTP's.
-        status = 403 if isinstance(exc, Forbidden) else 200
-        return error_reply(
-            status, exc.code, exc.message, request_id=request_id, data=exc.data, headers=headers
-        )
-    finally:
-        inbound.facts.trace_id = context.trace_id
-    if reply.asks_client and not accepts(inbound.headers, SSE):
-        return error_reply(
+        return _refusal(reply, 200, headers)
+    if isinstance(reply, Answered) and reply.log_level is not None:
+        session.log_level = reply.log_level
+        sessions.session_save(session)
+    if isinstance(reply, Asking) and not accepts(inbound.headers, SSE):
+        return error_outbound(
             406,
             types.INVALID_REQUEST,
             f"{method} needs to ask the client for input midway, on an event stream: "
             "accept text/event-stream.",
             headers=headers,
         )
-    return _reply(reply, inbound.headers, headers)
+    return _answer_of(reply, inbound.headers, headers)
 
 
 def _initialize(inbound: Inbound, message: dict[str, Any]) -> Outbound:
@@ -420,42 +417,42 @@ def _initialize(inbound: Inbound, message: dict[str, Any]) -> Outbound:
     try:
         version, params = negotiate(message.get("params"))
     except RpcError as exc:
-        return error_reply(400, exc.code, exc.message, request_id=request_id)
+        return error_outbound(400, exc.code, exc.message, request_id=request_id)
     try:
-        result = initialize_result(version, inbound.server)
+        result = initialize_result(version, inbound.group)
     except RpcError as exc:  # the group went away since `handle` looked
-        return error_reply(404, exc.code, exc.message, request_id=request_id)
+        return error_outbound(404, exc.code, exc.message, request_id=request_id)
     session = sessions.session_open(
         protocol_version=version,
-        owner=inbound.caller.identity,
+        owner=inbound.caller.actor,
         client_info=params.client_info.model_dump(mode="json", exclude_none=True),
         client_capabilities=params.capabilities.model_dump(mode="json", exclude_none=True),
-        server=inbound.server,
+        group=inbound.group,
     )
-    return json_reply(
+    return json_outbound(
         200, {"jsonrpc": "2.0", "id": request_id, "result": result}, {"Mcp-Session-Id": session.id}
     )
 
 
-def _session_stream(inbound: Inbound, headers: dict[str, str]) -> Outbound:
+def _session_stream(inbound: Inbound, headers: dict[str, str]) -> Answer:
     """A 2025 session's GET stream: the server's own messages, which here are
     `notifications/tools/list_changed` when the endpoint's tool list changes."""
     if not accepts(inbound.headers, SSE):
-        return error_reply(
+        return error_outbound(
             406,
             types.INVALID_REQUEST,
             "Not Acceptable: a session's GET stream is text/event-stream; accept it.",
             headers=headers,
         )
-    if Scope.TOOLS_READ not in inbound.caller.scopes:
-        return error_reply(
+    if not inbound.caller.has_scope(Scope.TOOLS_READ):
+        return error_outbound(
             403,
             types.INVALID_REQUEST,
             "Forbidden: a session's GET stream carries tool-list changes, which need the scope "
             "tools:read; this key does not have it.",
             headers=headers,
         )
-    lease = list_changes.lease_stream(inbound.caller.identity)
+    lease = list_changes.lease_stream(inbound.caller.actor)
     if isinstance(lease, str):
-        return error_reply(429, types.INVALID_REQUEST, lease, headers=headers)
-    return Outbound(200, dict(headers), listen=Listen(list_changes.Watch(inbound.server), lease))
+        return error_outbound(429, types.INVALID_REQUEST, lease, headers=headers)
+    return Listening(Listen(list_changes.Watch(inbound.group), lease), dict(headers))

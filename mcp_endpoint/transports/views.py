@@ -2,9 +2,10 @@
 the test client), and `/metrics`.
 
 Under uvicorn, `config.asgi` sends `/mcp` to the lean ASGI app in `mcp_endpoint/transports/asgi.py`
-instead; both adapt the same `admission.handle_request`. The view is async so that
-long-lived streams hold no worker thread; the request's own work runs in one hop to Django's
-sync thread, where Django manages the database connections.
+instead; both admit the request with `admission.admit_request` and answer it with
+`streamable_http.handle`. The view is async so that long-lived streams hold no worker thread; the
+request's own work runs in one hop to Django's sync thread, where Django manages the database
+connections.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable
 from functools import partial
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -20,9 +22,10 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
-from mcp_endpoint.access import admission
-from mcp_endpoint.observability import telemetry
-from mcp_endpoint.transports import event_stream
+from mcp_endpoint.observability import metrics_page, request_metrics
+from mcp_endpoint.protocol import core
+from mcp_endpoint.transports import admission, event_stream, streamable_http
+from mcp_endpoint.transports.http_messages import Answer, Outbound
 
 
 def _headers(request: HttpRequest) -> tuple[dict[str, str], list[tuple[str, str]]]:
@@ -40,12 +43,20 @@ def _headers(request: HttpRequest) -> tuple[dict[str, str], list[tuple[str, str]
     return headers, raw
 
 
+def _admitted_answer(**arguments: Any) -> Answer:
+    """Admit the request (`admission.admit_request`) and answer it; a refusal answers it."""
+    admitted = admission.admit_request(**arguments)
+    if isinstance(admitted, Outbound):
+        return admitted
+    return streamable_http.handle(admitted)
+
+
 @csrf_exempt
 async def mcp(
-    request: HttpRequest, server: str | None = None
+    request: HttpRequest, group: str | None = None
 ) -> HttpResponse | StreamingHttpResponse:
     """Streamable HTTP endpoint of the MCP server (both protocol eras): `/mcp`, or a workflow
-    group's `/mcp/<server>`."""
+    group's `/mcp/<group>`."""
     started = time.perf_counter()
     headers, raw_headers = _headers(request)
     body = None
@@ -56,32 +67,34 @@ async def mcp(
             body = None
         if body is not None and len(body) > settings.MCP_MAX_BODY_BYTES:
             body = None
-    outbound = await sync_to_async(admission.handle_request, thread_sensitive=True)(
+    answer = await sync_to_async(_admitted_answer, thread_sensitive=True)(
         method=request.method or "GET",
         headers=headers,
         raw_headers=raw_headers,
         body=body,
         client_address=request.META.get("REMOTE_ADDR", ""),
         host=request.get_host(),  # validated by Django against ALLOWED_HOSTS
-        server=server,
+        group=group,
     )
-    facts = outbound.facts
-    outbound = await event_stream.settle(outbound, event_stream.REQUEST_THREADS)
-    stream = event_stream.stream_of(outbound, event_stream.REQUEST_THREADS)
+    facts = answer.facts
+    answer = await event_stream.settle(answer, core.REQUEST_THREADS)
+    written = event_stream.written_record(answer)
+    stream = event_stream.stream_of(answer, core.REQUEST_THREADS, written)
     done = partial(
-        telemetry.mcp_request_done, outbound, started, http_method=request.method or "GET",
+        request_metrics.mcp_request_done, written, started, http_method=request.method or "GET",
         facts=facts,
     )  # fmt: skip
     if stream is not None:
         # Django writes a streamed answer after the view returns: it is recorded as it ends.
         return StreamingHttpResponse(
-            _recorded(stream, done), headers={**outbound.headers, **event_stream.SSE_HEADERS}
+            _recorded(stream, done), headers={**answer.headers, **event_stream.SSE_HEADERS}
         )
     done()
-    response = HttpResponse(outbound.body, status=outbound.status)
-    if not outbound.body:
+    assert isinstance(answer, Outbound)
+    response = HttpResponse(answer.body, status=answer.status)
+    if not answer.body:
         del response["Content-Type"]
-    for name, value in outbound.headers.items():
+    for name, value in answer.headers.items():
         response[name] = value
     return response
 
@@ -89,9 +102,9 @@ async def mcp(
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
     """`/metrics`, Prometheus's text format, for keys with the scope metrics:read or clients
-    in METRICS_ALLOWED_ADDRESSES (mcp_endpoint/observability/telemetry.py)."""
+    in METRICS_ALLOWED_ADDRESSES (mcp_endpoint/observability/request_metrics.py)."""
     headers = {name.lower(): value for name, value in request.headers.items()}
-    refusal = telemetry.metrics_refusal(headers, request.META.get("REMOTE_ADDR", ""))
+    refusal = metrics_page.metrics_refusal(headers, request.META.get("REMOTE_ADDR", ""))
     if refusal is not None:
         response = HttpResponse(
             refusal.message, status=refusal.status, content_type="text/plain; charset=utf-8"
@@ -99,7 +112,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
         for name, value in refusal.headers.items():
             response[name] = value
         return response
-    return telemetry.exposition()
+    return metrics_page.exposition()
 
 
 async def _recorded(stream: AsyncIterator[bytes], done: Callable[[], None]) -> AsyncIterator[bytes]:

@@ -20,7 +20,8 @@ from django.utils.html import format_html
 from nodespecs.admin import providers  # noqa: F401  (registers the Provider admin)
 from nodespecs.admin.audit import AuditedAdmin, admin_user
 from nodespecs.admin.forms import ImportForm, NodeSpecForm
-from nodespecs.audit import Action, actor_user, audit_record, audit_report, specs_named
+from nodespecs.audit import Action, audit_record, audit_report, specs_named
+from nodespecs.callers import actor_user
 from nodespecs.knowledge.serialization import serialize_spec
 from nodespecs.knowledge.specs import spec_restore, spec_save, specs_import, specs_to_yaml
 from nodespecs.models import NodeSpec, NodeSpecRevision

@@ -22,7 +22,8 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 
-from nodespecs.audit import Action, actor_user, audit_record, audit_records
+from nodespecs.audit import Action, audit_record, audit_records
+from nodespecs.callers import actor_user
 from nodespecs.models import AuditEvent
 
 

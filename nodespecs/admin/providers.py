@@ -25,7 +25,8 @@ from django.urls import reverse
 from django.utils.html import escape, format_html_join
 
 from nodespecs.admin.audit import AuditedAdmin, admin_user
-from nodespecs.audit import Action, Caller, actor_user, audit_record, audit_refresh, caller_user
+from nodespecs.audit import Action, audit_record, audit_refresh
+from nodespecs.callers import Caller, actor_user, caller_user
 from nodespecs.models import Provider
 from nodespecs.providers.lifecycle import (
     ProviderRefreshError,
@@ -34,7 +35,7 @@ from nodespecs.providers.lifecycle import (
     provider_refresh,
     provider_save,
 )
-from nodespecs.providers.secrets import UnreadableSecrets
+from nodespecs.secrets import UnreadableSecrets
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations  # django-stubs' helper: types only

@@ -10,7 +10,7 @@ import asyncio
 import logging
 
 from nodespecs.downstream.egress import EgressRefused
-from nodespecs.providers.secrets import redact
+from nodespecs.secrets import redact
 
 logger = logging.getLogger("nodespecs.downstream.client")
 

@@ -6,7 +6,7 @@ reads long lines in linear time), wrapped so that a failure can be explained
 (`nodespecs.downstream.errors.explain`): a stdio server's stderr is kept (the last few KiB) and its
 exit status recorded, an HTTP server's last error status is remembered, and the end of the server's
 message stream is noticed so the pool can restart a dead server before sending it anything. What the
-server says is redacted (`nodespecs.providers.secrets.redact`) of the connection's secrets before it
+server says is redacted (`nodespecs.secrets.redact`) of the connection's secrets before it
 enters a message or a log line: a server may print its own token, or echo the Authorization header.
 
 Every message is measured as it arrives, against MCP_CLIENT_MAX_RESULT_BYTES

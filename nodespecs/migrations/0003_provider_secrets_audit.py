@@ -10,7 +10,7 @@ import json
 from cryptography.fernet import InvalidToken
 from django.db import migrations, models
 
-import nodespecs.providers.secrets
+import nodespecs.secrets
 
 SECRET_FIELDS = ("env", "headers")
 
@@ -19,7 +19,7 @@ def encrypt_rows(apps, schema_editor):
     Provider = apps.get_model("nodespecs", "Provider")
     for provider in Provider.objects.only("pk", *SECRET_FIELDS):
         values = {
-            field: nodespecs.providers.secrets.encrypt_json(json.loads(getattr(provider, field) or "{}"))
+            field: nodespecs.secrets.encrypt_json(json.loads(getattr(provider, field) or "{}"))
             for field in SECRET_FIELDS
         }
         Provider.objects.filter(pk=provider.pk).update(**values)
@@ -30,7 +30,7 @@ def decrypt_rows(apps, schema_editor):
     for provider in Provider.objects.only("pk", "name", *SECRET_FIELDS):
         try:
             values = {
-                field: json.dumps(nodespecs.providers.secrets.decrypt_json(getattr(provider, field)))
+                field: json.dumps(nodespecs.secrets.decrypt_json(getattr(provider, field)))
                 for field in SECRET_FIELDS
             }
         except InvalidToken:
@@ -82,11 +82,11 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name="provider",
             name="env",
-            field=nodespecs.providers.secrets.EncryptedJSONField(blank=True, default=dict, help_text="stdio: environment variables (secret)."),
+            field=nodespecs.secrets.EncryptedJSONField(blank=True, default=dict, help_text="stdio: environment variables (secret)."),
         ),
         migrations.AlterField(
             model_name="provider",
             name="headers",
-            field=nodespecs.providers.secrets.EncryptedJSONField(blank=True, default=dict, help_text="HTTP: request headers (secret), e.g. Authorization."),
+            field=nodespecs.secrets.EncryptedJSONField(blank=True, default=dict, help_text="HTTP: request headers (secret), e.g. Authorization."),
         ),
     ]

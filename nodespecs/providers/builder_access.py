@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from nodespecs.audit import Caller
+from nodespecs.callers import Caller
 from nodespecs.models import Provider
 
 ADMIN_SCOPE = "workflows:admin"

@@ -20,16 +20,17 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from nodespecs.audit import Action, Caller, audit_record
+from nodespecs.audit import Action, audit_record
+from nodespecs.callers import Caller
 from nodespecs.downstream import client
 from nodespecs.downstream.process_rights import PROCESS_FIELDS, command_refusal, stdio_refusal
 from nodespecs.knowledge.specformat import SpecFormatError
 from nodespecs.knowledge.specs import spec_save
 from nodespecs.models import NodeSpec, Provider
 from nodespecs.providers import builder_access
-from nodespecs.providers.secrets import UnreadableSecrets
 from nodespecs.providers.tool_specs import tool_document
 from nodespecs.reports import RefreshReport
+from nodespecs.secrets import UnreadableSecrets
 
 # Settings that make two providers the same server (everything but name, title, state).
 _SETTINGS = ("transport", "command", "args", "env", "cwd", "url", "headers", "timeout_seconds")

@@ -4,7 +4,7 @@ import pytest
 from playwright.sync_api import expect
 
 from graphs.models import Run, Workflow
-from tests.graphs.conftest import import_file
+from tests.graph_files import import_file
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

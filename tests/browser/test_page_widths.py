@@ -15,7 +15,7 @@ from graphs.authoring.files import graph_import
 from graphs.execution.runs import RunRequest, workflow_call
 from graphs.models import Run, Workflow
 from nodespecs.models import NodeSpec
-from tests.graphs.conftest import FILES, OPERATOR, import_file
+from tests.graph_files import FILES, OPERATOR, import_file
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

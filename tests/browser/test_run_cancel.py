@@ -15,7 +15,7 @@ from graphs.authoring.files import graph_import
 from graphs.execution.runs import RunRequest, run_create
 from graphs.models import Run, Workflow
 from nodespecs.downstream import client
-from tests.graphs.conftest import OPERATOR, import_file
+from tests.graph_files import OPERATOR
 from tests.peers import ECHO_SERVER
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -40,11 +40,6 @@ tools:
           {{target: exit}}]}}
       - {{id: exit, type: exit}}
 """
-
-
-@pytest.fixture
-def loops() -> None:
-    import_file("loops.yaml")
 
 
 @pytest.fixture

@@ -167,5 +167,5 @@ def test_the_official_sse_client_streams_from_one_instance_and_posts_to_the_othe
     # tools/list and tools/call: all on B, all accepted.
     assert len(transport.posts) >= (4 if mode == "legacy" else 3)
     for url, status in transport.posts:
-        assert url.startswith(f"{instances.b.url}/messages?sessionId="), url
+        assert url.startswith(f"{instances.b.url}/messages?channel="), url
         assert status == 202

@@ -281,7 +281,7 @@ def test_closing_a_legacy_sse_stream_cancels_its_running_call(modes, mode):
             lines = stream.iter_lines()
             endpoint = next(line for line in lines if line.startswith("data: "))
             endpoint = endpoint.removeprefix("data: ")
-            assert endpoint.startswith("/messages?sessionId=")
+            assert endpoint.startswith("/messages?channel=")
 
             assert http.post(endpoint, json=INITIALIZE).status_code == 202
             initialized = json.loads(

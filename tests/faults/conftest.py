@@ -13,7 +13,7 @@ import pytest
 
 from graphs.authoring.files import graph_import
 from nodespecs.downstream import client
-from tests.graphs.conftest import OPERATOR
+from tests.graph_files import OPERATOR
 from tests.peers import echo_server_command
 
 # The nodes calling tools that never answer give up after this (the probe that follows takes

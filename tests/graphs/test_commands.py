@@ -9,7 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from graphs.models import Run
-from tests.graphs.conftest import FILES
+from tests.graph_files import FILES
 
 
 def run_command(*args: str) -> str:

@@ -11,9 +11,9 @@ from graphs.authoring.files import SECRET_MASK, graph_document, graph_import
 from graphs.authoring.services import workflow_publish
 from graphs.execution.toolset import refresh_workflow_tools
 from graphs.models import Workflow, WorkflowVersion
-from nodespecs.audit import Caller
+from nodespecs.callers import Caller
 from nodespecs.models import Provider
-from tests.graphs.conftest import FILES, OPERATOR
+from tests.graph_files import FILES, OPERATOR
 
 pytestmark = pytest.mark.timeout(30)
 

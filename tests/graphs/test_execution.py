@@ -139,7 +139,7 @@ def _cancel(client, run_id: int, key: str):
 
 def test_the_rest_api_cancels_a_run_started_with_the_same_key(loops, client):
     key = make_key()
-    caller = authenticate({"authorization": f"Bearer {key}"}, "127.0.0.1").identity
+    caller = authenticate({"authorization": f"Bearer {key}"}, "127.0.0.1").actor
     run = run_create(RunRequest(name="sum_to", arguments={"n": 2}, caller=caller))
 
     response = _cancel(client, run.pk, key)

@@ -7,7 +7,7 @@ import yaml
 
 from graphs.authoring.files import GraphFileError, graph_export, graph_import
 from graphs.models import Workflow, WorkflowGroup, WorkflowVersion
-from tests.graphs.conftest import FILES, OPERATOR, import_file
+from tests.graph_files import FILES, OPERATOR, import_file
 
 
 def test_it_imports_each_tool_as_a_workflow_with_a_first_version(loops):

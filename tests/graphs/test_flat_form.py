@@ -13,7 +13,7 @@ from graphs.engine import DefinitionError
 from graphs.engine.format.flat_form import nested_form
 from graphs.engine.format.parsing import parse_definition
 from graphs.execution.runs import RunRequest, workflow_call
-from tests.graphs.conftest import FILES, import_file
+from tests.graph_files import FILES, import_file
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -16,9 +16,9 @@ from graphs.authoring.files import GraphFileError, graph_import
 from graphs.execution.runs import RunRequest, workflow_call
 from graphs.execution.toolset import refresh_workflow_tools
 from graphs.models import Workflow, WorkflowGroup
-from nodespecs.audit import Caller
+from nodespecs.callers import Caller
 from nodespecs.models import AuditEvent
-from tests.graphs.conftest import FILES, OPERATOR
+from tests.graph_files import FILES, OPERATOR
 
 LOOPS = yaml.safe_load((FILES / "loops.yaml").read_text())
 

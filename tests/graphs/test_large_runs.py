@@ -34,7 +34,7 @@ from graphs.history import selectors
 from graphs.models import NodeExecution, Run, Workflow
 from mcp_endpoint.access.auth import authenticate
 from mcp_endpoint.calls import task_extension
-from tests.graphs.conftest import FILES, import_file
+from tests.graph_files import FILES, import_file
 from tests.graphs.test_admin import change_url, form_data
 from tests.mcp_endpoint.helpers import make_key
 from tests.test_settings import start
@@ -260,7 +260,7 @@ def long_run(django_db_setup, django_db_blocker) -> Iterator[dict[str, Any]]:
     with django_db_blocker.unblock(), transaction.atomic():
         import_file("loops.yaml")
         key = make_key()
-        caller = authenticate({"authorization": f"Bearer {key}"}, "127.0.0.1").identity
+        caller = authenticate({"authorization": f"Bearer {key}"}, "127.0.0.1").actor
         run = run_create(RunRequest(name="sum_to", arguments={"n": 10**9}, caller=caller))
         began = time.perf_counter()
         insert_executions(run.pk, LONG_RUN)

@@ -16,7 +16,7 @@ from graphs.execution.runs import RunRequest, run_create, run_execute, workflow_
 from graphs.models import Run
 from nodespecs.downstream import client
 from nodespecs.downstream.call_lineage import META_KEY, Hop
-from tests.graphs.conftest import FILES, OPERATOR
+from tests.graph_files import FILES, OPERATOR
 from tests.peers import echo_http_server
 
 A_B = (Hop("a", "1"), Hop("b", "2"))

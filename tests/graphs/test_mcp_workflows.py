@@ -7,7 +7,7 @@ import pytest
 from graphs.authoring.services import workflow_set_enabled
 from graphs.models import Run, Workflow
 from mcp_endpoint.features.tools import TOOLS
-from tests.graphs.conftest import import_file
+from tests.graph_files import import_file
 from tests.mcp_endpoint.helpers import (
     BOTH,
     legacy,

@@ -26,7 +26,7 @@ import pytest
 from graphs.authoring.files import GraphImportReport, graph_import
 from graphs.execution.runs import RunRequest, workflow_call
 from graphs.models import Workflow
-from tests.graphs.conftest import OPERATOR
+from tests.graph_files import OPERATOR
 from tests.peers import INSTALL_SCRIPT, npm_package_dir
 
 pytestmark = pytest.mark.timeout(30)

@@ -10,8 +10,8 @@ from graphs.execution.mocks import MockRefused, example_of, mock_answers, report
 from graphs.execution.payloads import MASK
 from graphs.execution.runs import RunRequest, workflow_call
 from graphs.models import NodeExecution, Run, Workflow
-from nodespecs.audit import Caller
-from tests.graphs.conftest import OPERATOR
+from nodespecs.callers import Caller
+from tests.graph_files import OPERATOR
 
 # The key the test runs are made with (`_run`), and so may take outputs from them.
 TESTER = Caller(actor="key:tester", scopes=frozenset({"tools:execute", "workflows:write"}))
@@ -203,7 +203,7 @@ def test_more_mocks_than_a_test_takes_are_refused(version):
 
 def test_a_long_test_run_reports_its_first_nodes_and_says_there_were_more(db):
     from graphs.execution.mocks import MAX_NODES_REPORTED
-    from tests.graphs.conftest import import_file
+    from tests.graph_files import import_file
 
     import_file("loops.yaml")
     outcome = workflow_call(RunRequest(name="sum_to", arguments={"n": 100}, is_test=True))

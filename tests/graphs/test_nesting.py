@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from graphs.execution.nesting import MAX_DEPTH, TRUNCATED_KEY, cut_to_depth, deeper_than
+from graphs.engine.nesting import MAX_DEPTH, TRUNCATED_KEY, cut_to_depth, deeper_than
 from graphs.execution.payloads import encoded, stored_arguments
 
 

@@ -19,7 +19,7 @@ from graphs.authoring.validation import validate_workflow
 from graphs.execution import runs
 from graphs.execution.runs import RunRequest, run_create, run_execute, workflow_call
 from graphs.models import NodeExecution, Run, Workflow, WorkflowVersion
-from tests.graphs.conftest import FILES, OPERATOR, import_file
+from tests.graph_files import FILES, OPERATOR, import_file
 
 CONTRACTS = yaml.safe_load((FILES / "contracts.yaml").read_text())
 

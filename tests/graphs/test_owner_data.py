@@ -18,9 +18,9 @@ from graphs.execution.payloads import MASK, run_secrets, secret_paths
 from graphs.execution.runs import RunRequest, workflow_call
 from graphs.models import NodeExecution, Run, Workflow
 from mcp_endpoint.access.keys import api_key_create, with_same_owner_actors
-from nodespecs.audit import Caller
+from nodespecs.callers import Caller
 from nodespecs.models import Provider
-from tests.graphs.conftest import OPERATOR
+from tests.graph_files import OPERATOR
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -24,7 +24,7 @@ from graphs.authoring.patching import (
 from graphs.authoring.validation import validate_workflow
 from graphs.engine.checks.all_checks import MAX_CHARS, MAX_ITEMS
 from graphs.models import Workflow
-from tests.graphs.conftest import FILES, OPERATOR
+from tests.graph_files import FILES, OPERATOR
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -158,7 +158,7 @@ def test_a_bad_operation_is_named_by_its_index(patch, message):
 
 @pytest.mark.django_db
 def test_update_workflow_refuses_the_bomb_and_stores_nothing():
-    from tests.graphs.conftest import import_file
+    from tests.graph_files import import_file
 
     import_file("loops.yaml")
     workflow = Workflow.objects.get(name="is_zero")

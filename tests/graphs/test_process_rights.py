@@ -15,7 +15,7 @@ from django.core.management import CommandError, call_command
 from graphs.authoring.files import GraphFileError, graph_import
 from graphs.authoring.services import workflow_providers
 from graphs.models import Workflow, WorkflowGroup
-from nodespecs.audit import Caller, caller_command, caller_user
+from nodespecs.callers import Caller, caller_command, caller_user
 from nodespecs.downstream.client import Connection
 from nodespecs.models import AuditEvent, Provider
 from nodespecs.providers.lifecycle import provider_save

@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 from graphs.admin.forms import editor_text
 from graphs.authoring.services import workflow_save
 from graphs.models import Workflow, WorkflowVersion
-from tests.graphs.conftest import FILES
+from tests.graph_files import FILES
 from tests.graphs.test_admin import change_url, form_data
 
 SMALL = "expr: '\"small\"'"

@@ -9,7 +9,7 @@ from django.db import connection
 
 from graphs.execution.runs import RunRequest, WorkflowCallError, workflow_call
 from graphs.models import NodeExecution, Run
-from tests.graphs.conftest import import_file
+from tests.graph_files import import_file
 
 
 def test_a_loop_returns_the_right_sum_and_records_every_iteration(loops):

@@ -23,8 +23,8 @@ from graphs.engine.schemas import (
 from graphs.execution import runs
 from graphs.execution.runs import RunRequest, WorkflowCallError, workflow_call
 from graphs.models import Workflow, WorkflowVersion
-from nodespecs.audit import caller_command
-from tests.graphs.conftest import FILES
+from nodespecs.callers import caller_command
+from tests.graph_files import FILES
 from tests.witnesses import Listener
 
 OPERATOR = caller_command("tests")

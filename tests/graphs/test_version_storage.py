@@ -13,7 +13,7 @@ from django.db.models import F
 
 from graphs.authoring.drafts import DraftRefused, draft_create, draft_update, version_publish
 from graphs.models import Run, StoredBytes, Workflow
-from nodespecs.audit import Caller
+from nodespecs.callers import Caller
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.django_db]
 

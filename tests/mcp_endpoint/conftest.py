@@ -15,7 +15,6 @@ from django.db import connections
 from graphs.execution import control
 from graphs.execution.queue import run_queued
 from mcp_endpoint.transports import asgi
-from tests.graphs.conftest import import_file
 from tests.mcp_endpoint.helpers import make_key
 
 
@@ -23,13 +22,6 @@ from tests.mcp_endpoint.helpers import make_key
 def key(transactional_db) -> str:
     """An API key with every scope."""
     return make_key()
-
-
-@pytest.fixture
-def loops(db):
-    """The sum_to (loops until n; fails past maxNodeExecutions), classify and is_zero
-    workflows."""
-    return import_file("loops.yaml")
 
 
 @pytest.fixture(params=["direct", "queued"])

@@ -7,14 +7,15 @@ import contextvars
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 import pytest
 from django.conf import settings
 from django.db import connections
 
-from mcp_endpoint.access import admission, keys
-from mcp_endpoint.transports import asgi
+from mcp_endpoint.access import keys
+from mcp_endpoint.transports import admission, asgi, streamable_http
 from nodespecs import snapshots
 from nodespecs.knowledge import registry
 from tests.mcp_endpoint.helpers import CAPABILITIES_KEY, MODERN, VERSION_KEY, make_key
@@ -53,8 +54,13 @@ async def answer_in_app(arguments: dict) -> Any:
         arguments,
         headers=arguments["headers"],
         body=arguments["body"],
-        handler=admission.handle_request,
+        answer=streamable_http.handle,
     )
+
+
+def answer_on_a_thread(arguments: dict) -> Any:
+    """The ASGI app's answer to a request made on a worker thread: admitted, then answered."""
+    return asgi._work(partial(asgi._admitted_answer, arguments, streamable_http.handle))
 
 
 def test_a_request_on_a_worker_thread_brings_the_registry_up_to_date(key, monkeypatch):
@@ -65,7 +71,7 @@ def test_a_request_on_a_worker_thread_brings_the_registry_up_to_date(key, monkey
     due = snapshots.TABLE_CHECK_SECONDS - snapshots.CHECK_MARGIN_SECONDS / 2
     monkeypatch.setattr(registry._snapshot, "_checked_at", time.monotonic() - due)
     assert registry.needs_database()
-    assert asgi._work(tools_list_arguments(key), admission.handle_request).status == 200
+    assert answer_on_a_thread(tools_list_arguments(key)).status == 200
     assert not registry.needs_database()
 
 
@@ -73,11 +79,11 @@ def test_the_host_check_follows_allowed_hosts(key, settings):
     """The ASGI path checks Host itself (Django does not see the request)."""
     arguments = tools_list_arguments(key)
     arguments["headers"]["host"] = "evil.example"
-    assert asgi._work(arguments, admission.handle_request).status == 400
+    assert answer_on_a_thread(arguments).status == 400
     settings.ALLOWED_HOSTS = ["evil.example"]
-    assert asgi._work(arguments, admission.handle_request).status == 200
+    assert answer_on_a_thread(arguments).status == 200
     settings.ALLOWED_HOSTS = ["localhost"]
-    assert asgi._work(arguments, admission.handle_request).status == 400
+    assert answer_on_a_thread(arguments).status == 400
 
 
 @pytest.mark.django_db(transaction=True)
@@ -86,9 +92,7 @@ def test_a_key_forgotten_between_the_check_and_the_answer_is_answered_on_a_threa
     to answer in the loop was made; the answer must still come (it once was a 500)."""
     key = make_key()
     arguments = tools_list_arguments(key)
-    assert (
-        asgi._work(arguments, admission.handle_request).status == 200
-    )  # key remembered, snapshots fresh
+    assert answer_on_a_thread(arguments).status == 200  # key remembered, snapshots fresh
     checked = admission.answers_without_database
 
     def check_then_forget(method, headers, body):
@@ -116,9 +120,7 @@ def test_requests_answered_in_the_loop_share_their_redis_connections(key):
     import redis
 
     arguments = tools_list_arguments(key)
-    assert (
-        asgi._work(arguments, admission.handle_request).status == 200
-    )  # key remembered, snapshots fresh
+    assert answer_on_a_thread(arguments).status == 200  # key remembered, snapshots fresh
     server = redis.Redis.from_url(settings.REDIS_URL)
 
     def connections() -> int:

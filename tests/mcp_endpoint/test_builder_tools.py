@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from graphs.models import Run, Workflow
-from tests.graphs.conftest import FILES
+from tests.graph_files import FILES
 from tests.mcp_endpoint.helpers import make_key, modern, result
 
 pytestmark = pytest.mark.timeout(30)

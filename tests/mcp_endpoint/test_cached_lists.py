@@ -8,8 +8,9 @@ import orjson
 import pytest
 from mcp import types
 
-from mcp_endpoint.protocol import dispatch
-from mcp_endpoint.protocol.encoding import encode_json
+from mcp_endpoint.features import extensions
+from mcp_endpoint.features.extensions import ExtraTool
+from mcp_endpoint.jsonrpc.encoding import encode_json
 from tests.mcp_endpoint.helpers import legacy, legacy_session, modern, result
 
 
@@ -45,6 +46,6 @@ def test_a_new_tools_generation_is_served_at_once(client, key, monkeypatch):
     """Tools that change at run time bump `tools_generation()`; the cached list follows."""
     before = [tool["name"] for tool in result(modern(client, "tools/list", key=key))["tools"]]
     tool = types.Tool(name="late_tool", input_schema={"type": "object"})
-    monkeypatch.setitem(dispatch.EXTRA_TOOLS, "late_tool", dispatch.ExtraTool(tool, dict))
+    monkeypatch.setitem(extensions.installed().tools, "late_tool", ExtraTool(tool, dict))
     after = [tool["name"] for tool in result(modern(client, "tools/list", key=key))["tools"]]
     assert after == [*before, "late_tool"]

@@ -16,10 +16,10 @@ from django.db import connection
 
 from bench.hostile_inputs import HOSTILE_FILE, nested_text
 from graphs.authoring.files import graph_import
-from graphs.execution.nesting import TRUNCATED_KEY
+from graphs.engine.nesting import TRUNCATED_KEY
 from graphs.models import Run
 from mcp_endpoint.calls import workflow_calls
-from tests.graphs.conftest import OPERATOR
+from tests.graph_files import OPERATOR
 from tests.mcp_endpoint.helpers import (
     auth_headers,
     initialize,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mcp_endpoint.protocol.encoding import encode_json, encode_json_ascii, json_text
+from mcp_endpoint.jsonrpc.encoding import encode_json, encode_json_ascii, json_text
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,8 @@ from django.conf import settings
 from django.core.exceptions import SynchronousOnlyOperation
 
 from graphs.execution.toolset import refresh_workflow_tools
-from mcp_endpoint.access import admission
 from mcp_endpoint.access.auth import authenticate
-from mcp_endpoint.transports import asgi
+from mcp_endpoint.transports import admission, asgi
 from nodespecs.knowledge.registry import refresh_registry
 from nodespecs.knowledge.service import (
     EVENT_LOOP_NODES,
@@ -24,7 +23,7 @@ from nodespecs.knowledge.service import (
     get_node_types,
     search_nodes,
 )
-from tests.graphs.conftest import import_file
+from tests.graph_files import import_file
 from tests.mcp_endpoint.helpers import auth_headers, envelope, make_key, modern
 from tests.mcp_endpoint.test_asgi import answer_in_app
 

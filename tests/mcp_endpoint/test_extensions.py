@@ -1,5 +1,6 @@
-"""Extension modules (MCP_EXTENSION_MODULES) add tools, resources and prompts at start-up; the
-conformance fixtures are one, and live in tests/, where the product never reaches."""
+"""Extension modules (MCP_EXTENSION_MODULES) declare tools, resources and prompts that the
+endpoint serves beside its own; the conformance fixtures are one, and live in tests/, where the
+product never reaches."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from mcp_endpoint.apps import install_extension
+from mcp_endpoint.features.extensions import Extension, declared_extension
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("config", "nodespecs", "graphs", "mcp_endpoint")
@@ -22,14 +23,13 @@ PRODUCT = ("config", "nodespecs", "graphs", "mcp_endpoint")
 START = """
 import json, django
 django.setup()
-from graphs.authoring.services import RESERVED_TOOL_NAMES
-from mcp_endpoint.features import prompts, resources
-from mcp_endpoint.protocol.dispatch import EXTRA_TOOLS
+from graphs.authoring.services import reserved_tool_names
+from mcp_endpoint.features import extensions, prompts
 print(json.dumps({
-    "tools": sorted(EXTRA_TOOLS),
-    "reserved": "test_simple_text" in RESERVED_TOOL_NAMES,
-    "prompts": "test_simple_prompt" in prompts.PROMPTS,
-    "resources": sorted(resources.EXTRA_RESOURCES),
+    "tools": sorted(extensions.installed().tools),
+    "reserved": "test_simple_text" in reserved_tool_names(),
+    "prompts": "test_simple_prompt" in prompts.all_prompts(),
+    "resources": sorted(extensions.installed().resources),
 }))
 """
 
@@ -47,28 +47,26 @@ def start(**env: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_an_extension_module_is_imported_and_installed(monkeypatch):
-    calls = []
+def test_an_extension_module_is_imported_and_its_declaration_read(monkeypatch):
     module = pytypes.ModuleType("switchyard_test_extension")
-    module.install = lambda: calls.append("installed")
+    module.EXTENSION = Extension(subscribable={"test://x"})
     monkeypatch.setitem(sys.modules, "switchyard_test_extension", module)
-    install_extension("switchyard_test_extension")
-    assert calls == ["installed"]
+    assert declared_extension("switchyard_test_extension") is module.EXTENSION
 
 
 def test_a_module_that_cannot_be_imported_stops_the_start_saying_which():
     with pytest.raises(ImproperlyConfigured, match=r"MCP_EXTENSION_MODULES names 'no\.such'"):
-        install_extension("no.such")
+        declared_extension("no.such")
 
 
-def test_a_module_without_install_stops_the_start_saying_why(monkeypatch):
+def test_a_module_without_a_declaration_stops_the_start_saying_why(monkeypatch):
     monkeypatch.setitem(sys.modules, "switchyard_bare", pytypes.ModuleType("switchyard_bare"))
-    with pytest.raises(ImproperlyConfigured, match=r"has no install\(\) function"):
-        install_extension("switchyard_bare")
+    with pytest.raises(ImproperlyConfigured, match=r"declares no EXTENSION"):
+        declared_extension("switchyard_bare")
 
 
 @pytest.mark.slow
-def test_by_default_no_fixture_is_installed():
+def test_by_default_no_fixture_is_served():
     started = start()
     assert started.returncode == 0, started.stderr
     state = json.loads(started.stdout)
@@ -76,7 +74,7 @@ def test_by_default_no_fixture_is_installed():
 
 
 @pytest.mark.slow
-def test_the_conformance_fixtures_install_as_an_extension():
+def test_the_conformance_fixtures_are_served_as_an_extension():
     started = start(MCP_EXTENSION_MODULES="tests.conformance_fixtures")
     assert started.returncode == 0, started.stderr
     state = json.loads(started.stdout)

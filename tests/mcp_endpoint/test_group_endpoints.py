@@ -14,7 +14,7 @@ import pytest
 from graphs.execution.follow import Threads
 from graphs.models import WorkflowGroup
 from mcp_endpoint.protocol import list_changes
-from tests.graphs.conftest import import_file
+from tests.graph_files import import_file
 from tests.mcp_endpoint.helpers import (
     BOTH,
     LATEST_LEGACY,

@@ -25,7 +25,7 @@ from graphs.authoring.files import graph_import
 from graphs.models import Run
 from mcp_endpoint.access.keys import api_key_create
 from mcp_endpoint.models import Scope
-from tests.graphs.conftest import OPERATOR
+from tests.graph_files import OPERATOR
 from tests.mcp_endpoint.test_metrics import (
     modern_body,
     modern_headers,

@@ -157,7 +157,7 @@ def test_responses_in_a_session_carry_its_id(client, key):
 
 @pytest.mark.parametrize("version", LEGACY_VERSIONS)
 def test_a_2025_version_header_matching_or_not_is_accepted_as_the_sdk_does(client, key, version):
-    # Product choice (see protocol._handle_legacy): the official SDK accepts any 2025
+    # Product choice (see streamable_http._handle_session_era): the official SDK accepts any 2025
     # revision here; the session's negotiated version shapes the answers.
     session = legacy_session(client, key, "2025-06-18")
     assert result(legacy(client, session, "ping", key=key, version=version)) == {}

@@ -252,14 +252,15 @@ def test_metrics_need_the_scope_or_an_allowed_address(client, settings):
 
 
 def test_nothing_is_counted_when_metrics_are_off(client, settings):
-    from mcp_endpoint.observability import telemetry
-    from mcp_endpoint.transports.http_messages import Facts, Outbound
+    from mcp_endpoint.observability import request_metrics
+    from mcp_endpoint.observability.facts import Facts
+    from mcp_endpoint.observability.request_metrics import Written
 
     scraper = make_key(scopes=["metrics:read"])
     before = scrape(client, scraper)
     settings.METRICS_ENABLED = False
     facts = Facts(method="ping", era=MODERN)
-    telemetry.mcp_request_done(Outbound(200, facts=facts), 0.0, http_method="POST")
+    request_metrics.mcp_request_done(Written(200), 0.0, http_method="POST", facts=facts)
     settings.METRICS_ENABLED = True
     after = scrape(client, scraper)
 
@@ -272,12 +273,13 @@ RECORDER = textwrap.dedent(
     """
     import sys, django
     django.setup()
-    from mcp_endpoint.observability import telemetry
-    from mcp_endpoint.transports.http_messages import Facts, Outbound
+    from mcp_endpoint.observability import request_metrics
+    from mcp_endpoint.observability.facts import Facts
+    from mcp_endpoint.observability.request_metrics import Written
     from nodespecs.telemetry import pool_size_changed
     for _ in range(int(sys.argv[1])):
-        outbound = Outbound(200, facts=Facts(method="tools/list", era="2026-07-28"))
-        telemetry.mcp_request_done(outbound, 0.0, http_method="POST")
+        facts = Facts(method="tools/list", era="2026-07-28")
+        request_metrics.mcp_request_done(Written(200), 0.0, http_method="POST", facts=facts)
     pool_size_changed(2)
     print("recorded", flush=True)
     sys.stdin.read()  # stays alive (its pool gauge with it) until told to end
@@ -287,7 +289,7 @@ SCRAPER = textwrap.dedent(
     """
     import django
     django.setup()
-    from mcp_endpoint.observability.telemetry import exposition
+    from mcp_endpoint.observability.metrics_page import exposition
     from unittest import mock
     with mock.patch("graphs.execution.telemetry.RunQueueCollector.collect", return_value=iter(())):
         print(exposition().content.decode())

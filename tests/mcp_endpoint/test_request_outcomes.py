@@ -19,10 +19,10 @@ from opentelemetry import trace
 
 from graphs.authoring.files import graph_import
 from graphs.models import Run
-from mcp_endpoint.observability import telemetry
+from mcp_endpoint.observability import metrics_page
 from mcp_endpoint.transports.stdio import serve
 from nodespecs.downstream import client as mcp_client
-from tests.graphs.conftest import OPERATOR
+from tests.graph_files import OPERATOR
 from tests.mcp_endpoint.helpers import make_key, modern, sse_messages
 from tests.mcp_endpoint.test_json_logs import events, json_lines, parsed  # noqa: F401
 from tests.mcp_endpoint.test_metrics import (
@@ -56,7 +56,7 @@ def streamed_call(params: dict[str, Any] = TOO_LONG) -> bytes:
 
 
 def now() -> dict:
-    return samples(telemetry.exposition().content.decode())
+    return samples(metrics_page.exposition().content.decode())
 
 
 def test_a_streamed_answer_is_counted_by_its_response_over_the_django_view(client, loops):

@@ -10,9 +10,11 @@ import pytest
 from django.conf import settings
 from mcp import types
 
-from mcp_endpoint.protocol import dispatch, interaction
-from mcp_endpoint.protocol.errors import RpcError
-from mcp_endpoint.protocol.interaction import (
+from mcp_endpoint.features import extensions
+from mcp_endpoint.features.extensions import ExtraTool
+from mcp_endpoint.jsonrpc import interaction
+from mcp_endpoint.jsonrpc.errors import RpcError
+from mcp_endpoint.jsonrpc.interaction import (
     REQUEST_STATE_TTL_SECONDS,
     InputRequest,
     StateBinding,
@@ -203,7 +205,7 @@ def _ask_name(arguments, context):
 @pytest.fixture
 def asking_tool(monkeypatch):
     tool = types.Tool(name="ask_name", input_schema={"type": "object"})
-    monkeypatch.setitem(dispatch.EXTRA_TOOLS, "ask_name", dispatch.ExtraTool(tool, _ask_name))
+    monkeypatch.setitem(extensions.installed().tools, "ask_name", ExtraTool(tool, _ask_name))
     return "ask_name"
 
 

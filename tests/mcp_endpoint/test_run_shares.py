@@ -8,13 +8,13 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from mcp import types
 
 from graphs.execution import follow as follow_module
 from graphs.execution.follow import Threads
-from graphs.execution.runs import RunOutcome, RunRequest
+from graphs.execution.runs import RunRequest
 from graphs.execution.toolset import WorkflowTool
 from mcp_endpoint.calls.workflow_calls import WorkflowCall, follow
+from mcp_endpoint.jsonrpc.results import Era
 from tests.graphs.test_direct_turns import StandIns
 
 pytestmark = [pytest.mark.timeout(30)]
@@ -27,7 +27,7 @@ TOOL = WorkflowTool(
     workflow_id=1,
     version_id=1,
     digest="d",
-    server="slow",
+    group="slow",
 )
 
 
@@ -36,16 +36,11 @@ def call_of(caller: str) -> WorkflowCall:
         tool=TOOL,
         request=RunRequest(name="slow", arguments={}, caller=caller),
         request_id=1,
+        era=Era("2025-11-25"),
         progress_token=None,
         may_become_task=False,
         cancel_on_disconnect=True,
-        serialize=lambda result: result.model_dump(by_alias=True, exclude_none=True, mode="json"),
-        answer=lambda tool, outcome: _done(outcome),
     )
-
-
-def _done(outcome: RunOutcome) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text="done")])
 
 
 def test_a_call_past_its_callers_share_is_told_it_could_not_start_and_why(settings, monkeypatch):

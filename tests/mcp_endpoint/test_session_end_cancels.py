@@ -26,7 +26,7 @@ from graphs.execution import liveness
 from graphs.models import Run, Workflow
 from mcp_endpoint.protocol import sessions
 from mcp_endpoint.transports import asgi
-from nodespecs.audit import caller_command
+from nodespecs.callers import caller_command
 from tests.mcp_endpoint.helpers import BOTH, LATEST_LEGACY, legacy, legacy_session, make_key
 from tests.mcp_endpoint.test_sse import (
     INITIALIZE,
@@ -157,7 +157,7 @@ def test_closing_a_legacy_sse_stream_cancels_its_sessions_runs(key, workflow):
 
     async def scenario() -> tuple[str, list[Run]]:
         stream, leave, task, channel_id = await _open(key)
-        query = f"sessionId={channel_id}"
+        query = f"channel={channel_id}"
         await _request("POST", "/messages", key=key, body=INITIALIZE, query=query)
         await _next_event(stream)  # the initialize result
         note = _message("notifications/initialized")

@@ -12,8 +12,8 @@ import pytest
 
 from mcp_endpoint.access.auth import authenticate
 from mcp_endpoint.protocol import sessions
-from mcp_endpoint.protocol.core import Caller
 from mcp_endpoint.transports.asgi import sse_app
+from nodespecs.callers import Caller
 from tests.mcp_endpoint.helpers import (
     LATEST_LEGACY,
     MODERN,
@@ -142,11 +142,11 @@ INITIALIZE = _initialize(LATEST_LEGACY)
 
 
 async def _open(key: str) -> tuple[Exchange, asyncio.Event, asyncio.Task[None], str]:
-    """Open a stream; its endpoint's sessionId."""
+    """Open a stream; its endpoint's channel."""
     stream, leave, task = _start("GET", "/sse", key=key)
     endpoint = await _next_event(stream)
-    assert endpoint.startswith(b"event: endpoint\ndata: /messages?sessionId=")
-    channel_id = endpoint.decode().split("sessionId=", 1)[1].strip()
+    assert endpoint.startswith(b"event: endpoint\ndata: /messages?channel=")
+    channel_id = endpoint.decode().split("channel=", 1)[1].strip()
     return stream, leave, task, channel_id
 
 
@@ -160,7 +160,7 @@ def test_a_stream_answers_posted_messages_and_ends_its_session_when_it_closes(ke
         stream, leave, task, channel_id = await _open(key)
         assert stream.status == 200
         assert stream.headers["content-type"] == "text/event-stream"
-        query = f"sessionId={channel_id}"
+        query = f"channel={channel_id}"
 
         posted = await _request("POST", "/messages", key=key, body=INITIALIZE, query=query)
         assert (posted.status, posted.body) == (202, b"")
@@ -193,7 +193,7 @@ def test_a_stream_answers_posted_messages_and_ends_its_session_when_it_closes(ke
 def _identity(key: str) -> str:
     caller = authenticate({"authorization": f"Bearer {key}"}, "127.0.0.1")
     assert isinstance(caller, Caller)
-    return caller.identity
+    return caller.actor
 
 
 def test_a_request_refused_by_scope_is_answered_on_the_stream(transactional_db):
@@ -201,7 +201,7 @@ def test_a_request_refused_by_scope_is_answered_on_the_stream(transactional_db):
 
     async def scenario() -> None:
         stream, leave, task, channel_id = await _open(reader)
-        query = f"sessionId={channel_id}"
+        query = f"channel={channel_id}"
         await _request("POST", "/messages", key=reader, body=INITIALIZE, query=query)
         await _next_event(stream)
         refused = await _request(
@@ -219,7 +219,7 @@ def test_a_request_refused_by_scope_is_answered_on_the_stream(transactional_db):
 @pytest.mark.parametrize("path", ["/sse", "/messages"])
 def test_without_a_key_both_steps_are_refused(transactional_db, path):
     method = "GET" if path == "/sse" else "POST"
-    answer = asyncio.run(_request(method, path, key=None, body=INITIALIZE, query="sessionId=x"))
+    answer = asyncio.run(_request(method, path, key=None, body=INITIALIZE, query="channel=x"))
     assert answer.status == 401
     assert "Authorization: Bearer" in answer.json()["error"]["message"]
     assert answer.headers["www-authenticate"].startswith("Bearer")
@@ -231,7 +231,7 @@ def test_a_stream_belongs_to_the_key_that_opened_it(key):
     async def scenario() -> Exchange:
         _, leave, task, channel_id = await _open(key)
         answer = await _request(
-            "POST", "/messages", key=other, body=INITIALIZE, query=f"sessionId={channel_id}"
+            "POST", "/messages", key=other, body=INITIALIZE, query=f"channel={channel_id}"
         )
         await _close(leave, task)
         return answer
@@ -243,7 +243,7 @@ def test_a_stream_belongs_to_the_key_that_opened_it(key):
 
 def test_an_unknown_session_is_not_found_and_says_how_to_start_one(key):
     answer = asyncio.run(
-        _request("POST", "/messages", key=key, body=INITIALIZE, query="sessionId=nope")
+        _request("POST", "/messages", key=key, body=INITIALIZE, query="channel=nope")
     )
     assert answer.status == 404
     error = answer.json()["error"]
@@ -254,7 +254,7 @@ def test_an_unknown_session_is_not_found_and_says_how_to_start_one(key):
 def test_a_request_before_initialize_is_accepted_and_told_on_the_stream_to_initialize(key):
     async def scenario() -> tuple[Exchange, Exchange, dict[str, Any]]:
         stream, leave, task, channel_id = await _open(key)
-        query = f"sessionId={channel_id}"
+        query = f"channel={channel_id}"
         note = await _request(
             "POST", "/messages", key=key, body=_message("notifications/initialized"), query=query
         )
@@ -284,7 +284,7 @@ def test_a_discover_probe_before_initialize_is_answered_and_so_are_stateless_req
 
     async def scenario() -> list[tuple[int, dict[str, Any]]]:
         stream, leave, task, channel_id = await _open(key)
-        query = f"sessionId={channel_id}"
+        query = f"channel={channel_id}"
         answers = []
         for request_id, method, params in [
             (1, "server/discover", {}),
@@ -308,7 +308,7 @@ def test_a_discover_probe_before_initialize_is_answered_and_so_are_stateless_req
 def test_a_stream_of_a_key_without_tools_read_never_hears_that_the_tools_changed(key, monkeypatch):
     """As a 2025 session's GET stream refuses such a key: it may not list tools."""
     from mcp_endpoint.protocol import list_changes
-    from tests.graphs.conftest import import_file
+    from tests.graph_files import import_file
 
     monkeypatch.setattr(list_changes, "LISTEN_POLL_SECONDS", 0.05)
     import_file("loops.yaml")
@@ -332,7 +332,7 @@ def test_a_stream_of_a_key_without_tools_read_never_hears_that_the_tools_changed
 def test_an_oversized_body_is_refused_before_it_is_read(key, settings):
     settings.MCP_MAX_BODY_BYTES = 100
     answer = asyncio.run(
-        _request("POST", "/messages", key=key, body=b" " * 101 + INITIALIZE, query="sessionId=x")
+        _request("POST", "/messages", key=key, body=b" " * 101 + INITIALIZE, query="channel=x")
     )
     assert answer.status == 413
     assert "MCP_MAX_BODY_BYTES" in answer.json()["error"]["message"]
@@ -355,7 +355,7 @@ def test_a_message_that_is_not_json_is_a_parse_error_on_the_post(key):
     async def scenario() -> Exchange:
         _, leave, task, channel_id = await _open(key)
         answer = await _request(
-            "POST", "/messages", key=key, body=b"{not json", query=f"sessionId={channel_id}"
+            "POST", "/messages", key=key, body=b"{not json", query=f"channel={channel_id}"
         )
         await _close(leave, task)
         return answer
@@ -373,7 +373,7 @@ def test_the_transports_own_revision_is_negotiated(key):
             "/messages",
             key=key,
             body=_initialize("2024-11-05"),
-            query=f"sessionId={channel_id}",
+            query=f"channel={channel_id}",
         )
         answer = _data(await _next_event(stream))
         await _close(leave, task)
@@ -384,7 +384,7 @@ def test_the_transports_own_revision_is_negotiated(key):
 
 def test_a_stream_hears_that_the_tools_changed(key, monkeypatch):
     from mcp_endpoint.protocol import list_changes
-    from tests.graphs.conftest import import_file
+    from tests.graph_files import import_file
 
     monkeypatch.setattr(list_changes, "LISTEN_POLL_SECONDS", 0.05)
     import_file("loops.yaml")

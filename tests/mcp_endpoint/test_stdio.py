@@ -16,10 +16,11 @@ from django.core.management import CommandError, call_command
 from mcp import types
 
 from graphs.models import Run
-from mcp_endpoint.protocol.dispatch import EXTRA_TOOLS, ExtraTool
-from mcp_endpoint.protocol.interaction import InputRequest
+from mcp_endpoint.features import extensions
+from mcp_endpoint.features.extensions import ExtraTool
+from mcp_endpoint.jsonrpc.interaction import InputRequest
 from mcp_endpoint.transports.stdio import serve
-from tests.graphs.conftest import import_file
+from tests.graph_files import import_file
 from tests.mcp_endpoint.helpers import disable_workflow
 
 pytestmark = pytest.mark.timeout(60)
@@ -73,11 +74,11 @@ def answer_to(request_id: Any):
 
 
 @pytest.fixture
-def loops(transactional_db):
-    return import_file("loops.yaml")
+def committed(transactional_db):
+    """The stdio server answers on threads of its own, which see committed rows only."""
 
 
-def test_a_workflow_call_streams_its_progress_then_its_result(loops):
+def test_a_workflow_call_streams_its_progress_then_its_result(committed, loops):
     async def scenario() -> list[dict[str, Any]]:
         client = Client()
         serving = asyncio.create_task(serve(client.read_line, client.write_line))
@@ -129,9 +130,9 @@ def asks_for_a_name():
         return types.CallToolResult(content=[types.TextContent(type="text", text=f"Hi {name}")])
 
     tool = types.Tool(name="greet", input_schema={"type": "object"})
-    EXTRA_TOOLS["greet"] = ExtraTool(tool, handler)
+    extensions.installed().tools["greet"] = ExtraTool(tool, handler)
     yield
-    del EXTRA_TOOLS["greet"]
+    del extensions.installed().tools["greet"]
 
 
 def test_a_call_asks_the_client_over_stdio_while_other_requests_are_answered(
@@ -187,7 +188,7 @@ def test_requests_before_initialize_are_refused_saying_what_to_send(transactiona
     assert any(m.startswith("Invalid Request") for m in messages)
 
 
-def test_one_groups_server_over_stdio_hears_that_its_tools_changed(loops, monkeypatch):
+def test_one_groups_server_over_stdio_hears_that_its_tools_changed(committed, loops, monkeypatch):
     from mcp_endpoint.protocol import list_changes
 
     monkeypatch.setattr(list_changes, "LISTEN_POLL_SECONDS", 0.05)
@@ -215,7 +216,7 @@ def test_one_groups_server_over_stdio_hears_that_its_tools_changed(loops, monkey
     assert changed == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
 
 
-def test_the_stdio_command_serves_one_group_named_with_group(loops, monkeypatch):
+def test_the_stdio_command_serves_one_group_named_with_group(committed, loops, monkeypatch):
     """`--group`, not `--server`, which launchers such as the MCP Inspector take as theirs."""
     from mcp_endpoint.management.commands import mcp_stdio
 

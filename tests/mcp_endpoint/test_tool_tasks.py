@@ -17,9 +17,10 @@ from mcp import types
 from mcp_endpoint.calls import tool_tasks
 from mcp_endpoint.calls.task_extension import EXTENSION, task_tool
 from mcp_endpoint.calls.tool_tasks import START_TASK, TaskRecord
-from mcp_endpoint.protocol import dispatch
-from mcp_endpoint.protocol.errors import RpcError
-from mcp_endpoint.protocol.interaction import InputRequest
+from mcp_endpoint.features import extensions
+from mcp_endpoint.features.extensions import ExtraTool
+from mcp_endpoint.jsonrpc.errors import RpcError
+from mcp_endpoint.jsonrpc.interaction import InputRequest
 from tests.mcp_endpoint.helpers import (
     CAPABILITIES_KEY,
     legacy,
@@ -100,8 +101,8 @@ TOOLS: dict[str, tuple[Callable[..., Any], Literal["optional", "required"]]] = {
 def task_tools(monkeypatch):
     for name, (handler, support) in TOOLS.items():
         tool = types.Tool(name=name, input_schema={"type": "object"})
-        extra = dispatch.ExtraTool(tool, task_tool(name, handler, support))
-        monkeypatch.setitem(dispatch.EXTRA_TOOLS, name, extra)
+        extra = ExtraTool(tool, task_tool(name, handler, support))
+        monkeypatch.setitem(extensions.installed().tools, name, extra)
 
 
 def call(client, key: str, name: str, meta=TASKS, **params: Any) -> dict[str, Any]:

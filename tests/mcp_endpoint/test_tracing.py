@@ -32,7 +32,7 @@ from graphs.models import Run
 from mcp_endpoint.models import ApiKey
 from nodespecs.downstream import client as mcp_client
 from tests.conftest import ROOT
-from tests.graphs.conftest import FILES, OPERATOR
+from tests.graph_files import FILES, OPERATOR
 from tests.mcp_endpoint.helpers import legacy, legacy_session, make_key, modern, result
 from tests.peers import echo_http_server
 

@@ -1,5 +1,5 @@
 """A database or cache that does not answer is a 503 with Retry-After, which a client may
-retry, not a 500 (mcp_endpoint/protocol/errors.py: unavailable_errors)."""
+retry, not a 500 (mcp_endpoint/jsonrpc/errors.py: unavailable_errors)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,8 @@ from contextlib import contextmanager
 from django.db import OperationalError
 from django.test import override_settings
 
-from mcp_endpoint.access import admission
-from mcp_endpoint.transports import asgi
 from tests.mcp_endpoint.helpers import make_key, modern, rpc_error
-from tests.mcp_endpoint.test_asgi import answer_in_app, tools_list_arguments
+from tests.mcp_endpoint.test_asgi import answer_in_app, answer_on_a_thread, tools_list_arguments
 
 
 def unanswered_redis_url() -> str:
@@ -51,7 +49,7 @@ def assert_mcp_unavailable(response) -> None:
 
 def test_a_cache_down_is_a_503_over_mcp(client, key, settings, caplog):
     settings.REDIS_URL = unanswered_redis_url()  # the rate limit counts there
-    with caplog.at_level(logging.ERROR, logger="mcp_endpoint.protocol.errors"):
+    with caplog.at_level(logging.ERROR, logger="mcp_endpoint.jsonrpc.errors"):
         response = modern(client, "tools/list", key=key)
     assert_mcp_unavailable(response)
     assert "Retry in 5 seconds" in rpc_error(response)["message"]
@@ -71,7 +69,7 @@ def test_a_request_answered_in_the_event_loop_is_a_503_too(key, settings):
     """The ASGI app answers a remembered key's cheap request in the event loop, where the
     rate limit is counted: its failure must not escape as a 500 either."""
     arguments = tools_list_arguments(key)
-    assert asgi._work(arguments, admission.handle_request).status == 200  # key remembered
+    assert answer_on_a_thread(arguments).status == 200  # key remembered
     settings.REDIS_URL = unanswered_redis_url()
     outbound = asyncio.run(answer_in_app(arguments))
     message = json.loads(outbound.body)["error"]["message"]

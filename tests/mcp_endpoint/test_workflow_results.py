@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from graphs.models import Run
-from tests.graphs.conftest import FILES, import_file
+from tests.graph_files import FILES, import_file
 from tests.mcp_endpoint.helpers import auth_headers, make_key, modern, result
 
 pytestmark = pytest.mark.timeout(60)

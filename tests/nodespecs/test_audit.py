@@ -18,7 +18,7 @@ from mcp_endpoint.models import ApiKey
 from nodespecs.admin.audit import audit_url
 from nodespecs.audit import Action, audit_record
 from nodespecs.models import AuditEvent, NodeSpec, Provider
-from tests.graphs.conftest import import_file
+from tests.graph_files import import_file
 from tests.nodespecs.test_admin import form_data as spec_form_data
 from tests.nodespecs.test_admin import new_document
 

@@ -18,7 +18,7 @@ import httpx2
 import pytest
 
 from graphs.authoring.validation import validate_workflow
-from nodespecs.audit import Caller, caller_command
+from nodespecs.callers import Caller, caller_command
 from nodespecs.downstream import client as mcp_client
 from nodespecs.downstream import egress
 from nodespecs.downstream.client import Connection, DownstreamError, DownstreamTimeout

@@ -13,7 +13,7 @@ from django.contrib.auth.models import Permission
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
-from nodespecs.audit import Caller, caller_command, caller_user
+from nodespecs.callers import Caller, caller_command, caller_user
 from nodespecs.downstream import client as mcp_client
 from nodespecs.models import AuditEvent, Provider
 from nodespecs.providers.lifecycle import ProviderRefreshError, provider_refresh, provider_save

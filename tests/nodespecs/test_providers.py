@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
-from nodespecs.audit import caller_command
+from nodespecs.callers import caller_command
 from nodespecs.downstream.client import Connection
 from nodespecs.knowledge.service import (
     UNAVAILABLE_WARNING,

@@ -19,8 +19,8 @@ from nodespecs.downstream.client import Connection
 from nodespecs.downstream.diagnostics import _STDERR_KEEP_BYTES, StderrTail
 from nodespecs.models import Provider
 from nodespecs.providers.lifecycle import ProviderRefreshError, provider_refresh
-from nodespecs.providers.secrets import REDACTED, redact
-from tests.graphs.conftest import OPERATOR
+from nodespecs.secrets import REDACTED, redact
+from tests.graph_files import OPERATOR
 from tests.nodespecs.providers_helpers import servers  # noqa: F401
 from tests.peers import echo_http_server, echo_server_command
 

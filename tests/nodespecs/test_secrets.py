@@ -1,5 +1,5 @@
 """Provider secrets: encrypted at rest, never rendered or logged, rotated, and a wrong key
-explained (nodespecs/providers/secrets.py)."""
+explained (nodespecs/secrets.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from django.urls import reverse
 
 from nodespecs.models import AuditEvent, Provider
 from nodespecs.providers.lifecycle import ProviderRefreshError, provider_refresh
-from nodespecs.providers.secrets import SecretsUnreadable, decrypt_json
+from nodespecs.secrets import SecretsUnreadable, decrypt_json
 from tests.nodespecs.providers_helpers import servers  # noqa: F401
 from tests.test_settings import PRODUCTION, start
 

@@ -1,5 +1,5 @@
 """Credentials in URLs and command lines are masked where a graph document or an error shows
-them (nodespecs/providers/secrets.py `mask_credentials`, `mask_command_args`), and what they do not
+them (nodespecs/secrets.py `mask_credentials`, `mask_command_args`), and what they do not
 hold is left as it was."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from nodespecs.providers.secrets import (
+from nodespecs.secrets import (
     CREDENTIAL_MASK,
     is_secret_like,
     mask_command_args,

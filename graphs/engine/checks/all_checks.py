@@ -1,12 +1,13 @@
 """Validation of a workflow definition: every problem, located and, where possible, fixed.
 Plain Python: what it knows of servers, limits and the workflow being replaced is passed in.
 
-``validate_document`` reads a definition as import does (parsing.py: the same checks, the
-same words), then goes on where import stops: the tools each `mcp` node calls and their
-schemas (call_checks.py), what each expression reads (flow_checks.py), how a run ends: its
-paths to the exit and the value returned (exit_checks.py), the server's limit ceilings, and
-changes that break the callers of the workflow it replaces. Each problem is a ``Problem``
-(problems.py) pointing into the definition as submitted, in its own file form.
+``validate_document`` reads a definition as import does (graphs/engine/format/parsing.py: the same
+checks, the same words), then goes on where import stops: the tools each `mcp` node calls and their
+schemas (graphs/engine/checks/calls.py), what each expression reads (graphs/engine/checks/flow.py),
+how a run ends: its paths to the exit and the value returned (graphs/engine/checks/exits.py), the
+server's limit ceilings, and changes that break the callers of the workflow it replaces. Each
+problem is a ``Problem`` (problems.py) pointing into the definition as submitted, in its own file
+form.
 
 Hostile input is bounded: a definition larger or deeper than an import accepts is refused
 before it is read, the JSONata parsed is bounded (``MAX_EXPRESSION_CHARS``,

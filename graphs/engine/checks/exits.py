@@ -7,7 +7,7 @@
   exit is not already one of its targets);
 - the exit's value (the output of the node before it) against the tool's `outputSchema`,
   where that node's output has a known shape (a warning: shapes are inferred), unless its
-  mismatch is certain: that is an error, found by exit_values.py as import does.
+  mismatch is certain: that is an error, found by graphs/engine/exit_values.py as import does.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def _exit_fix(context: ToolContext, switch: Node) -> list[dict[str, Any]] | None
 def exit_problems(context: ToolContext) -> list[Problem]:
     """The exit's value (the output of the node before it) against the outputSchema, where
     its shape is known: warnings, for a node whose value's mismatch is not certain (one that
-    is, import refuses: exit_values.py, whose errors validation shows as they are)."""
+    is, import refuses: graphs/engine/exit_values.py, whose errors validation shows as they are)."""
     declared = context.graph.output_schema
     if not isinstance(declared, dict) or len(context.exits) != 1:
         return []

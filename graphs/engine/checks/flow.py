@@ -7,7 +7,7 @@
   be incomplete); JSON Logic operators given the wrong number of arguments (an error: the
   run would fail when the switch is evaluated).
 
-How a run ends (paths to the exit, its value) is exit_checks.py's.
+How a run ends (paths to the exit, its value) is graphs/engine/checks/exits.py's.
 
 ``ToolContext`` holds what the checks share: the graph, where each node is written, its
 compiled expressions, the edges, the tool schema each `mcp` node calls (set by

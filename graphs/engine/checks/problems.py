@@ -6,9 +6,10 @@ snake_case ``code``), where it is (the node id, and an RFC 6901 JSON Pointer int
 definition as it was submitted) and, when the remedy is certain or likely, a ``fix``: an
 RFC 6902 JSON Patch that, applied on its own to the submitted definition, removes it.
 
-The checks that refuse a definition at import (parsing.py, checks.py, compiler.py) record a
-``Finding``: the text DefinitionError has always carried, and the problem(s) behind it. Both
-words come from one place, so the import's messages and validation's problems cannot drift.
+The checks that refuse a definition at import (graphs/engine/format/parsing.py,
+graphs/engine/checks/structure.py, graphs/engine/compiler.py) record a ``Finding``: the text
+DefinitionError has always carried, and the problem(s) behind it. Both words come from one place, so
+the import's messages and validation's problems cannot drift.
 
 Pointers are built for the nested file form (``/tools/0/nodes/3/args/path``); a definition
 submitted in the flat form has its pointers and fixes rewritten (``to_flat_form``) to

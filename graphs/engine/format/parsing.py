@@ -5,17 +5,18 @@ once (``DefinitionError.problems``), each naming the tool, node and field: unkno
 the keys allowed), missing or duplicate entry and exit nodes, targets that do not exist,
 unreachable nodes, unknown servers, JSONata that does not parse, JSON Logic rules that are
 not objects or use unknown operators, unusable node ids, bad limits, an exit whose value
-certainly breaks the outputSchema (exit_values.py).
+certainly breaks the outputSchema (graphs/engine/exit_values.py).
 
 A switch may give its fallback as ``default: id`` or, as the reference implementation does,
 as a last condition without a ``rule``; both read to ``Node.default``. Entry and exit nodes
 may carry a ``tool`` key naming their own tool, as older files of the format do; such a file
 may hold all its nodes in one top-level ``nodes`` list (flat_form.py).
 
-``read_definition`` does the work without raising: each problem is a ``Finding``, its text
-what ``DefinitionError`` lists and its structured problems what validation answers
-(validation.py goes on from the reading). The sections around the tools are sections.py's;
-a graph's structure is checks.py's, its expressions compiler.py's.
+``read_definition`` does the work without raising: each problem is a ``Finding``, its text what
+``DefinitionError`` lists and its structured problems what validation answers
+(graphs/engine/checks/all_checks.py goes on from the reading). The sections around the tools are
+sections.py's; a graph's structure is graphs/engine/checks/structure.py's, its expressions
+graphs/engine/compiler.py's.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The sections of a definition around its tools, as parsing reads them: server info,
 execution limits, mcpServers, a tool's schemas, text fields, and unknown keys anywhere.
-Each problem found is a ``Finding`` (problems.py) appended to the list given.
+Each problem found is a ``Finding`` (graphs/engine/checks/problems.py) appended to the list given.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from graphs.authoring.files import GraphFileError, graph_import
-from nodespecs.audit import caller_command
-from nodespecs.providers.secrets import SecretsUnreadable
+from nodespecs.callers import caller_command
+from nodespecs.secrets import SecretsUnreadable
 
 # An operator at the shell: may add stdio servers (they can run any process anyway). The
 # import records its workflows and new providers in the audit trail under this name.

@@ -9,7 +9,8 @@ from django.utils import timezone
 
 from mcp_endpoint.access.keys import InvalidScopes, api_key_create
 from mcp_endpoint.models import Scope
-from nodespecs.audit import Action, actor_command, audit_record
+from nodespecs.audit import Action, audit_record
+from nodespecs.callers import actor_command
 
 
 class Command(BaseCommand):

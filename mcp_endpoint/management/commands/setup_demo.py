@@ -11,7 +11,8 @@ from django.core.management.base import BaseCommand, CommandParser
 from graphs.authoring.examples import examples_install
 from mcp_endpoint.access.keys import api_key_create, api_key_revoke
 from mcp_endpoint.models import ApiKey, Scope
-from nodespecs.audit import Action, actor_command, audit_record
+from nodespecs.audit import Action, audit_record
+from nodespecs.callers import actor_command
 
 DEMO_KEY_NAME = "demo"
 

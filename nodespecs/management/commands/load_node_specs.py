@@ -2,7 +2,8 @@
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from nodespecs.audit import actor_command, audit_report, specs_named
+from nodespecs.audit import audit_report, specs_named
+from nodespecs.callers import actor_command
 from nodespecs.knowledge.catalog import load_builtin_catalog
 from nodespecs.knowledge.specformat import SpecFormatError
 

@@ -2,7 +2,8 @@
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from nodespecs.audit import actor_command, audit_refresh
+from nodespecs.audit import audit_refresh
+from nodespecs.callers import actor_command
 from nodespecs.models import Provider
 from nodespecs.providers.lifecycle import ProviderRefreshError, provider_refresh
 

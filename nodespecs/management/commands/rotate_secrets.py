@@ -2,9 +2,10 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from nodespecs.audit import Action, actor_command, audit_record
+from nodespecs.audit import Action, audit_record
+from nodespecs.callers import actor_command
 from nodespecs.models import Provider
-from nodespecs.providers.secrets import SecretsUnreadable, uses_derived_key
+from nodespecs.secrets import SecretsUnreadable, uses_derived_key
 
 
 class Command(BaseCommand):

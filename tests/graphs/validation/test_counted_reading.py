@@ -11,7 +11,7 @@ import pytest
 
 from bench.hostile_inputs import many_nodes
 from graphs.authoring.validation import validate_workflow
-from nodespecs.audit import Caller
+from nodespecs.callers import Caller
 
 API = Caller("key:counted", scopes=frozenset({"tools:read", "workflows:write"}))
 

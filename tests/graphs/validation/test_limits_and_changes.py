@@ -46,7 +46,7 @@ def test_a_limit_above_the_ceiling_is_lowered_to_it(form):
 
     assert (problem.severity, problem.node) == ("error", None)
     assert problem.path == "/executionLimits/maxNodeExecutions"
-    # The words an import refuses it with (graphs/authoring/limits.py).
+    # The words an import refuses it with (graphs/execution/limits.py).
     assert problem.message == (
         "maxNodeExecutions is 1000000000, above this server's ceiling of 10000 (setting "
         "GRAPHS_MAX_NODE_EXECUTIONS_CEILING): set maxNodeExecutions to 10000 or less, or ask "

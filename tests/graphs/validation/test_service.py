@@ -13,7 +13,7 @@ from mcp.types import Tool
 
 from graphs.authoring.files import GraphFileError, graph_import
 from graphs.authoring.validation import MAX_DEFINITION_BYTES, validate_workflow
-from nodespecs.audit import Caller, caller_command
+from nodespecs.callers import Caller, caller_command
 from nodespecs.models import NodeSpec, Provider
 from nodespecs.providers.tool_specs import tool_document
 from tests.graphs.validation.helpers import FILESYSTEM, count_files, flat, node, only

@@ -1,13 +1,14 @@
 """What operators see of requests: a metric and, with `LOG_FORMAT=json`, a log line per MCP or
-REST request, and the `/metrics` page that Prometheus scrapes.
+REST request, recorded as it ends; the REST middleware (rest_middleware.py) and the `/metrics` page
+(metrics_page.py) are beside it.
 
 The transports time a request and hand over what the protocol reported of it (`http_messages.Facts`:
 method, tool, era, caller); this module turns that into bounded labels, the counter and histogram,
 and the `request` log line. MCP requests are recorded by the ASGI app
-(`mcp_endpoint/transports/asgi.py`) and the Django view (`views.py`), REST requests by
-`RestTelemetryMiddleware` (what the route learned is noted on the request by `api.py`). Runs, nodes,
-downstream calls and the pool are `graphs/execution/telemetry.py`'s and `nodespecs/telemetry.py`'s,
-the shared machinery the latter's.
+(`mcp_endpoint/transports/asgi.py`) and the Django view (`mcp_endpoint/transports/views.py`), REST
+requests by `RestTelemetryMiddleware` (what the route learned is noted on the request by
+`mcp_endpoint/rest/api.py`). Runs, nodes, downstream calls and the pool are
+`graphs/execution/telemetry.py`'s and `nodespecs/telemetry.py`'s, the shared machinery the latter's.
 
 Labels are bounded: a method is one the protocol defines (else "other"), a tool one this server
 serves (else "other"; a workflow only among the METRICS_WORKFLOW_LABELS that
@@ -18,28 +19,41 @@ sent. The key is logged by its identity (`key:<prefix>`), never the key.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
-from django.conf import settings
-from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.http import HttpRequest, HttpResponseBase
 from mcp.types import methods
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.registry import Collector
 
-from graphs.execution import tracing
-from graphs.execution.telemetry import RunQueueCollector, labelled_workflows
+from graphs.execution.telemetry import labelled_workflows
 from graphs.execution.toolset import workflow_tools
-from mcp_endpoint.access.auth import REALM, Refusal, admit, presented_key
-from mcp_endpoint.access.client_addresses import allow_listed
+from mcp_endpoint.features import extensions
 from mcp_endpoint.features.tools import TOOLS
-from mcp_endpoint.models import Scope
-from mcp_endpoint.observability import traces
-from mcp_endpoint.protocol import dispatch
-from mcp_endpoint.transports.http_messages import Facts, Outbound, response_outcome
+from mcp_endpoint.observability.facts import Facts, response_outcome
+from mcp_endpoint.protocol import traces
 from nodespecs import telemetry
 from nodespecs.telemetry import OTHER
+
+
+@dataclass
+class Written:
+    """What a transport wrote of an MCP request's answer, kept by the transport as it writes: a
+    plain answer's outcome is known at once; a streamed one has `responded` false until its
+    response has gone out (`note_response`), so that a client that left mid-stream is told
+    apart."""
+
+    status: int
+    error_code: int | None = None
+    tool_error: bool = False
+    responded: bool = True
+
+    def note_response(self, message: dict[str, Any]) -> None:
+        """The response that ends the answer went out: its error code, or whether its result
+        is a tool's own error."""
+        self.error_code, self.tool_error = response_outcome(message)
+        self.responded = True
+
 
 REQUESTS = telemetry.counter(
     "switchyard_requests_total",
@@ -70,13 +84,13 @@ _LOGGED_CHARACTERS = 200
 _EMPTY = Facts()
 
 
-def known_tool(name: str, server: str | None = None) -> bool:
+def known_tool(name: str, group: str | None = None) -> bool:
     """Whether `name` is a metric label: a tool this server serves (at `/mcp`, or the group
-    `server`'s), a workflow only among `labelled_workflows`. May query like the call itself
+    `group`'s), a workflow only among `labelled_workflows`. May query like the call itself
     (the workflow snapshot)."""
-    if name in TOOLS or name in dispatch.EXTRA_TOOLS:
+    if name in TOOLS or name in extensions.installed().tools:
         return True
-    return name in workflow_tools(server) and name in labelled_workflows()
+    return name in workflow_tools(group) and name in labelled_workflows()
 
 
 def _method_label(facts: Facts, http_method: str) -> str:
@@ -121,23 +135,23 @@ def _record(
 
 
 def mcp_request_done(
-    outbound: Outbound | None,
+    written: Written | None,
     started: float,
     *,
     http_method: str,
-    facts: Facts | None = None,
+    facts: Facts | None,
     transport: str = "mcp",
 ) -> None:
-    """An MCP request's answer was written (or the client left first: `outbound` None, or a
-    streamed answer that never sent its response). `facts` are the protocol's, when the
-    answer written is not the one that carried them (a reply followed to its response);
-    `started` is its `time.perf_counter()` on arrival."""
-    facts = facts or (outbound.facts if outbound is not None else None) or _EMPTY
-    if outbound is None or not outbound.responded:
+    """An MCP request's answer was written (or the client left first: `written` None, or a
+    streamed answer that never sent its response). `facts` are what the protocol learned of
+    the request (None when it got no further than admission); `started` is its
+    `time.perf_counter()` on arrival."""
+    facts = facts or _EMPTY
+    if written is None or not written.responded:
         status, outcome = 499, "disconnected"
     else:
-        status = outbound.status
-        outcome = _outcome(status, outbound.error_code, outbound.tool_error)
+        status = written.status
+        outcome = _outcome(status, written.error_code, written.tool_error)
     _request_done(transport, facts, started, http_method, status, outcome)
 
 
@@ -227,95 +241,3 @@ def rest_request_done(
         }
 
     _record("rest", _route(request), notes.get("tool_label", ""), outcome, seconds, fields)
-
-
-class RestTelemetryMiddleware:
-    """Times each request to the REST API (`/api/...`) and records it, in a span of its own
-    when tracing is on; other paths pass untouched. Sync and async, so it never adds a thread
-    hop."""
-
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
-        self.get_response = get_response
-        self.is_async = iscoroutinefunction(get_response)
-        if self.is_async:
-            markcoroutinefunction(self)
-
-    def __call__(self, request: HttpRequest) -> Any:
-        if self.is_async:
-            return self._async_call(request)
-        if not request.path.startswith(REST_PREFIX):
-            return self.get_response(request)
-        started = time.perf_counter()
-        trace = _rest_trace(request)
-        response = self.get_response(request)
-        rest_request_done(request, response, started, trace)
-        return response
-
-    async def _async_call(self, request: HttpRequest) -> HttpResponseBase:
-        answer: Awaitable[HttpResponseBase] = self.get_response(request)
-        if not request.path.startswith(REST_PREFIX):
-            return await answer
-        started = time.perf_counter()
-        trace = _rest_trace(request)
-        response = await answer
-        rest_request_done(request, response, started, trace)
-        return response
-
-
-def _rest_trace(request: HttpRequest) -> traces.RestTrace | None:
-    if not tracing.enabled():
-        return None
-    return traces.RestTrace(str(request.method), request.headers)
-
-
-# The /metrics page.
-
-
-def metrics_refusal(headers: Mapping[str, str], address: str) -> Refusal | None:
-    """Why a scrape is refused (401 without a key or with a bad one, 403 without the scope
-    metrics:read, 429 over the key's limit), or None when it may read the metrics: a client
-    in `METRICS_ALLOWED_ADDRESSES` needs no key (its address read as
-    `client_addresses.allow_listed` reads it, never from a header anyone may write)."""
-    if allow_listed(address, headers, settings.METRICS_ALLOWED_ADDRESSES):
-        return None
-    if presented_key(headers) is None and not settings.MCP_ANONYMOUS_SCOPES:
-        return Refusal(
-            401,
-            "Unauthorized: /metrics needs an API key with the scope metrics:read "
-            "('Authorization: Bearer KEY'), or a client address in METRICS_ALLOWED_ADDRESSES "
-            "(read from X-Forwarded-For only when FORWARDED_ALLOW_IPS names the proxy).",
-            {"WWW-Authenticate": REALM},
-        )
-    caller = admit(headers, address)
-    if isinstance(caller, Refusal):
-        return caller
-    if Scope.METRICS_READ not in caller.scopes:
-        return Refusal(
-            403,
-            "Forbidden: /metrics needs the scope metrics:read, which this key does not have "
-            "(or a client address in METRICS_ALLOWED_ADDRESSES).",
-            {},
-        )
-    return None
-
-
-class _Forward(Collector):
-    """Another registry's metrics, within the registry of one scrape."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.registry = registry
-
-    def collect(self) -> Any:
-        return self.registry.collect()
-
-
-def exposition() -> HttpResponse:
-    """The metrics in Prometheus's text format: every process's on this host in multiprocess
-    mode (else this process's), with the waiting runs and the Celery queue read now."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Forward(telemetry.scrape_registry()))
-    registry.register(RunQueueCollector())
-    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

@@ -1,18 +1,16 @@
-"""Fixtures for the workflow tests: graph files imported from tests/graphs/files/."""
+"""The graph files of tests/graphs/files/, imported as an operator would (manage.py
+import_graph): one helper for every suite."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from graphs.authoring.files import graph_import
-from nodespecs.audit import caller_command
+from nodespecs.callers import caller_command
 
-# Test files are imported as an operator would, with manage.py import_graph.
 OPERATOR = caller_command("import_graph")
 
-FILES = Path(__file__).parent / "files"
+FILES = Path(__file__).parent / "graphs" / "files"
 
 
 def import_file(name: str, **replacements: str):
@@ -21,9 +19,3 @@ def import_file(name: str, **replacements: str):
     for old, new in replacements.items():
         text = text.replace(old, new)
     return graph_import(text=text, base_dir=FILES, caller=OPERATOR)
-
-
-@pytest.fixture
-def loops(db):
-    """The loop, switch and falsy-exit workflows (no downstream servers)."""
-    return import_file("loops.yaml")

@@ -18,6 +18,13 @@ class RpcError(Exception):
         self.message = message
         self.data = data
 
+    def message_for(self, request_id: Any) -> dict[str, Any]:
+        """The JSON-RPC error response to the request `request_id`."""
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
 
 class Forbidden(RpcError):
     """The caller lacks the scope a method or tool needs (HTTP 403)."""

@@ -1,19 +1,19 @@
 """Admitting an HTTP request to the MCP endpoint, shared by the Django view and the ASGI app.
 
-`handle_request` checks the Host and the Origin, the body's size, the API key and the rate
-limit, then hands the admitted request to the protocol (streamable_http.py, or a step of the
-legacy SSE transport). `answers_without_database` tells the ASGI app whether that can be
-done in the event loop.
+`admit_request` checks the Host and the Origin, the body's size, the API key and the rate
+limit, and returns the admitted request (`Inbound`, its caller known) or the answer that
+refuses it; the transport then answers the admitted request itself (streamable_http.py, or a
+step of the legacy SSE transport). `answers_without_database` tells the ASGI app whether that
+can be done in the event loop.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import lru_cache
-from typing import TypeVar
+from functools import lru_cache, wraps
+from typing import Any, TypeVar
 
 from django.conf import settings
-from django.core.exceptions import SynchronousOnlyOperation
 from django.http.request import split_domain_port, validate_host
 from mcp import types
 
@@ -21,13 +21,12 @@ from graphs.execution import toolset
 from mcp_endpoint.access.auth import Refusal, admit, presented_key
 from mcp_endpoint.access.keys import is_remembered
 from mcp_endpoint.access.origins import origin_allowed
-from mcp_endpoint.protocol.core import Caller
-from mcp_endpoint.protocol.errors import (
+from mcp_endpoint.jsonrpc.errors import (
     RETRY_AFTER_SECONDS,
     unavailable_errors,
     unavailable_message,
 )
-from mcp_endpoint.transports import http_messages, streamable_http
+from mcp_endpoint.transports import http_messages
 from nodespecs.knowledge.registry import needs_database
 
 
@@ -46,24 +45,38 @@ def _host_matches(host: str, allowed_hosts: tuple[str, ...]) -> bool:
     return bool(domain) and validate_host(domain, allowed_hosts)
 
 
-Answer = TypeVar("Answer")
-
-
-class AdmittedInLoop(Exception):
-    """A request admitted in the event loop whose answer turned out to need a thread
-    (Django's `SynchronousOnlyOperation`): the ASGI app answers it again on a thread as the
-    caller admitted here, so that it is not counted against the rate limit twice."""
-
-    def __init__(self, caller: Caller):
-        super().__init__(caller.identity)
-        self.caller = caller
+Answered = TypeVar("Answered", bound=Callable[..., Any])
 
 
 def _plain(status: int, message: str) -> http_messages.Outbound:
     return http_messages.Outbound(status, {"Content-Type": "text/plain"}, message.encode())
 
 
-def handle_request(
+def unavailable_outbound(exc: Exception) -> http_messages.Outbound:
+    """503 with Retry-After, for a request that met a database or cache that did not answer."""
+    return http_messages.error_outbound(
+        503,
+        types.INTERNAL_ERROR,
+        unavailable_message(exc),
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
+
+
+def answers_unavailable(answer: Answered) -> Answered:
+    """`answer` (a transport's step for an admitted request), answering 503 rather than failing
+    when the database or cache does not answer."""
+
+    @wraps(answer)
+    def answering(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return answer(*args, **kwargs)
+        except unavailable_errors() as exc:
+            return unavailable_outbound(exc)
+
+    return answering  # type: ignore[return-value]
+
+
+def admit_request(
     *,
     method: str,
     headers: dict[str, str],
@@ -71,17 +84,13 @@ def handle_request(
     body: bytes | None,
     client_address: str,
     host: str | None = None,
-    answer: Callable[[http_messages.Inbound], Answer] = streamable_http.handle,  # type: ignore[assignment]
-    admitted: Caller | None = None,
-    server: str | None = None,
-) -> http_messages.Outbound | Answer:
-    """Answer one request; `headers` has lower-cased names; `body` None means it was larger
-    than MCP_MAX_BODY_BYTES and was not read; `host` is given when already validated.
-
-    `answer` takes the admitted request (Host, Origin, size, key and rate limit checked):
-    the protocol for `/mcp`, the legacy SSE transport's steps for `/sse` and `/messages`.
-    `admitted` is the caller of a request already admitted (`AdmittedInLoop`); `server` is
-    the slug of the workflow group whose endpoint was called (`/mcp/<slug>`)."""
+    group: str | None = None,
+) -> http_messages.Inbound | http_messages.Outbound:
+    """The request, admitted: Host, Origin, body size, API key and rate limit checked, its
+    caller known; or the answer that refuses it. `headers` has lower-cased names; `body` None
+    means it was larger than MCP_MAX_BODY_BYTES and was not read; `host` is given when already
+    validated; `group` is the slug of the workflow group whose endpoint was called
+    (`/mcp/<slug>`)."""
     if host is None:
         host = headers.get("host", "")
         if not _host_allowed(host):
@@ -96,38 +105,28 @@ def handle_request(
             "(add it to MCP_ALLOWED_ORIGINS if it is yours).",
         )
     if body is None:
-        return http_messages.error_reply(
+        return http_messages.error_outbound(
             413,
             types.INVALID_REQUEST,
             f"Request body too large: the limit is {settings.MCP_MAX_BODY_BYTES} bytes "
             "(MCP_MAX_BODY_BYTES).",
         )
-    inbound = http_messages.Inbound(
+    try:
+        caller = admit(headers, client_address)
+    except unavailable_errors() as exc:
+        return unavailable_outbound(exc)
+    if isinstance(caller, Refusal):
+        return http_messages.error_outbound(
+            caller.status, types.INVALID_REQUEST, caller.message, headers=caller.headers
+        )
+    return http_messages.Inbound(
         method=method,
         headers=headers,
         body=body,
-        caller=Caller("", frozenset()),
+        caller=caller,
         raw_headers=raw_headers,
-        server=server,
+        group=group,
     )
-    try:
-        caller = admitted if admitted is not None else admit(inbound.headers, client_address)
-        if isinstance(caller, Refusal):
-            return http_messages.error_reply(
-                caller.status, types.INVALID_REQUEST, caller.message, headers=caller.headers
-            )
-        inbound.caller = caller
-        try:
-            return answer(inbound)
-        except SynchronousOnlyOperation as exc:
-            raise AdmittedInLoop(caller) from exc
-    except unavailable_errors() as exc:
-        return http_messages.error_reply(
-            503,
-            types.INTERNAL_ERROR,
-            unavailable_message(exc),
-            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
-        )
 
 
 def answers_without_database(method: str, headers: dict[str, str], body: bytes | None) -> bool:

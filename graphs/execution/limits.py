@@ -3,7 +3,7 @@
 An author sets `maxNodeExecutions` and `maxExecutionTimeMs` per workflow; the operator sets
 the highest values any workflow may ask for (`GRAPHS_MAX_NODE_EXECUTIONS_CEILING`,
 `GRAPHS_MAX_EXECUTION_TIME_MS_CEILING`). Every save, from the admin or an imported file, goes
-through `graphs.authoring.services.workflow_validate`, which refuses limits above them
+through `graphs.authoring.services.workflow_check`, which refuses limits above them
 (`limits_above_ceilings`). A workflow stored before a ceiling was lowered is not refused at
 run time but capped (`limits_for_run`): it still runs, and no run goes past the ceiling in
 force, which is what bounds a run's history rows and memory. The engine never reads settings:
@@ -13,11 +13,14 @@ it is given the capped limits as plain values.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 
 from graphs.engine import ExecutionLimits, GraphRunError
 from graphs.engine.checks.all_checks import limit_above_ceiling_message
+from graphs.engine.format.sections import LIMIT_KEYS
 
 
 @dataclass(frozen=True)
@@ -72,3 +75,24 @@ def ceiling_explained(
         f"but this server caps it at {getattr(used, ceiling.field)}, its {ceiling.setting})"
     )
     return GraphRunError(message, error.node_id, error.kind, limit=error.limit)
+
+
+def limits_from_mapping(raw: dict[str, Any] | None) -> ExecutionLimits:
+    """`executionLimits` as the engine takes them; a bad value says which and how to fix it."""
+    raw = raw or {}
+    unknown = sorted(set(raw) - set(LIMIT_KEYS))
+    if unknown:
+        raise ValidationError(
+            {"limits": f"Unknown limit {', '.join(unknown)}; use {', '.join(LIMIT_KEYS)}."}
+        )
+    values = {}
+    for key, field in LIMIT_KEYS.items():
+        if key not in raw:
+            continue
+        value = raw[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValidationError(
+                {"limits": f"{key} must be a whole number above 0, not {value!r}."}
+            )
+        values[field] = value
+    return ExecutionLimits(**values)

@@ -9,7 +9,8 @@ serves both protocol eras:
   the answers, encrypted and authenticated, valid for ten minutes, for the one caller and
   the one call (method, tool or prompt name, arguments) that received it.
 - 2025 revisions: each request goes to the client on the call's own stream, and the call
-  waits for the client's answer (`LegacyInteraction`, driven by client_requests.py).
+  waits for the client's answer (`StreamedInteraction`, driven by
+  mcp_endpoint/protocol/client_requests.py).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from mcp import types
 from mcp.server.request_state import AESGCMRequestStateCodec, InvalidRequestState
 from pydantic import BaseModel, ValidationError
 
-from mcp_endpoint.protocol.errors import RpcError
+from mcp_endpoint.jsonrpc.errors import RpcError
 
 
 @dataclass(frozen=True)
@@ -225,32 +226,28 @@ def run_stateless(
         return finished.value
 
 
-@dataclass
-class LegacyInteraction:
-    """An interactive handler waiting to be driven over a 2025 session's event stream.
-
-    The HTTP view sends each `InputRequest` to the client and sends the answers back in;
-    `finish` (set by the caller) serialises the final result for the session's version.
-    """
+@dataclass(frozen=True)
+class StreamedInteraction:
+    """An interactive handler of a 2025 call, to be driven over the call's own event stream:
+    each `InputRequest` it yields goes to the client, and the answers go back in
+    (mcp_endpoint/protocol/client_requests.py)."""
 
     handler: Interactive
-    finish: Callable[[types.Result], dict[str, Any]] | None = None
 
 
 def run_handler(handler: Callable[[], Any], params: Any, context: Any) -> Any:
     """Call a handler; when it asks the client for input, drive it as the era asks: rounds
     of InputRequiredResult (2026-07-28), or requests on the call's own stream (2025, sent by
-    client_requests.py). `context` is the call's `dispatch.CallContext`."""
+    mcp_endpoint/protocol/client_requests.py). `context` is the call's `CallContext`."""
     outcome = handler()
     if not isinstance(outcome, Generator):
         return outcome
     if context.stateless:
         outcome.close()
-        # The protocol core sets context.caller before any handler runs.
         return run_stateless(
             handler,
             getattr(params, "input_responses", None),
             getattr(params, "request_state", None),
-            binding_for(params, context.caller),
+            binding_for(params, context.caller.actor),
         )
-    return LegacyInteraction(outcome)
+    return StreamedInteraction(outcome)

@@ -30,6 +30,7 @@ from graphs.execution import tracing
 from graphs.execution.follow import Threads
 
 Message = dict[str, Any]
+# The messages of a reply that goes on, from the threads that do its blocking work.
 Later = Callable[[Threads], AsyncIterator[Message]]
 
 
@@ -178,8 +179,3 @@ async def followed(span: Span, later: Later, threads: Threads) -> AsyncIterator[
 
 def _is_response(message: Message) -> bool:
     return "method" not in message and ("result" in message or "error" in message)
-
-
-def traced_later(span: Span, later: Later) -> Later:
-    """`later`, traced by `followed`."""
-    return partial(followed, span, later)
