@@ -17,9 +17,8 @@ one it serves.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping
-from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -31,6 +30,7 @@ from pydantic import ValidationError
 from graphs.engine.nesting import deeper_than
 from graphs.execution import tracing
 from graphs.execution.follow import Threads
+from graphs.execution.toolset import workflow_tools_token
 from mcp_endpoint.calls import task_extension, workflow_calls
 from mcp_endpoint.calls.workflow_calls import WorkflowCall
 from mcp_endpoint.jsonrpc.context import LOG_LEVELS, CallContext
@@ -64,8 +64,7 @@ def _in_request_thread(work: Callable[[], Any]) -> Awaitable[Any]:
 REQUEST_THREADS = Threads(short=_in_request_thread, run=_in_request_thread)
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):
     """One JSON-RPC request as a transport hands it to the core, with what the transport knows
     of it: the era it chose, the caller it admitted, the 2025 session it belongs to (stdio's
     connection is one), the workflow group whose endpoint was called (`/mcp/<slug>`; None for
@@ -87,8 +86,7 @@ class Request:
 # answering (`notes`, sent first) and the trace of the request's span ("" untraced).
 
 
-@dataclass(frozen=True)
-class Answered:
+class Answered(NamedTuple):
     """Complete at once: `result` is the serialised result (an `EncodedResult` keeps its JSON).
     `log_level` is a `logging/setLevel` the transport keeps for the session."""
 
@@ -99,8 +97,7 @@ class Answered:
     log_level: str | None = None
 
 
-@dataclass(frozen=True)
-class Following:
+class Following(NamedTuple):
     """A workflow call, whose messages come as its run goes (mcp_endpoint/calls/)."""
 
     request_id: Any
@@ -110,8 +107,7 @@ class Following:
     span: Any = None
 
 
-@dataclass(frozen=True)
-class Asking:
+class Asking(NamedTuple):
     """A 2025 call that asks its client for input midway, on its own stream."""
 
     request_id: Any
@@ -125,8 +121,7 @@ class Asking:
     span: Any = None
 
 
-@dataclass(frozen=True)
-class Refused:
+class Refused(NamedTuple):
     """Refused outright (unknown method, bad params, a missing scope: `error.forbidden`)."""
 
     request_id: Any
@@ -227,11 +222,24 @@ def params_problem(method: str, exc: ValidationError) -> str:
 
 
 def era_of(version: str, group: str | None) -> Era:
-    """How results are shaped for `version`, answered at `/mcp` or at `group`'s endpoint."""
+    """How results are shaped for `version`, answered at `/mcp` or at `group`'s endpoint.
+    Kept while the workflow groups stay as they are: every 2026-07-28 request needs one."""
     if version not in MODERN_PROTOCOL_VERSIONS:
         return Era(version)
-    info = dispatch.server_info(group).model_dump(by_alias=True, exclude_none=True)
-    return Era(version, info)
+    key = (version, group, workflow_tools_token() if group is not None else None)
+    era = _ERAS.get(key)
+    if era is None:
+        info = dispatch.server_info(group).model_dump(by_alias=True, exclude_none=True)
+        if len(_ERAS) >= _ERAS_KEPT:
+            _ERAS.clear()
+        era = _ERAS[key] = Era(version, info)
+    return era
+
+
+# By version, group and the workflow snapshot that named the group's server (groups come and
+# go with the admin, so the few kept are cleared when there are too many).
+_ERAS: dict[tuple[str, str | None, Hashable], Era] = {}
+_ERAS_KEPT = 256
 
 
 def _context(request: Request, trace_id: str) -> CallContext:
@@ -250,7 +258,7 @@ def _context(request: Request, trace_id: str) -> CallContext:
         caller=request.caller,
         progress_token=meta.get("progressToken"),
         log_level=level if level in LOG_LEVELS else None,
-        client_capabilities=dict(capabilities) if isinstance(capabilities, Mapping) else {},
+        client_capabilities=capabilities if isinstance(capabilities, dict) else {},
         session_id=request.session_id,
         request_id=request.request_id,
         group=request.group,

@@ -26,6 +26,7 @@ from mcp_endpoint.jsonrpc.errors import (
     unavailable_errors,
     unavailable_message,
 )
+from mcp_endpoint.observability.facts import Facts
 from mcp_endpoint.transports import http_messages
 from nodespecs.knowledge.registry import needs_database
 
@@ -85,12 +86,14 @@ def admit_request(
     client_address: str,
     host: str | None = None,
     group: str | None = None,
+    facts: Facts | None = None,
 ) -> http_messages.Inbound | http_messages.Outbound:
     """The request, admitted: Host, Origin, body size, API key and rate limit checked, its
     caller known; or the answer that refuses it. `headers` has lower-cased names; `body` None
     means it was larger than MCP_MAX_BODY_BYTES and was not read; `host` is given when already
     validated; `group` is the slug of the workflow group whose endpoint was called
-    (`/mcp/<slug>`)."""
+    (`/mcp/<slug>`); `facts` is the transport's record of what the protocol learns of it, for
+    its telemetry."""
     if host is None:
         host = headers.get("host", "")
         if not _host_allowed(host):
@@ -126,6 +129,7 @@ def admit_request(
         caller=caller,
         raw_headers=raw_headers,
         group=group,
+        facts=facts if facts is not None else Facts(),
     )
 
 

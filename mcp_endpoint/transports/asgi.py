@@ -26,9 +26,8 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from functools import partial
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 from urllib.parse import parse_qs
 
 from django.conf import settings
@@ -41,6 +40,7 @@ from graphs.execution.toolset import refresh_workflow_tools, workflow_tools
 from mcp_endpoint.access.auth import presented_key
 from mcp_endpoint.features.tools import TOOLS
 from mcp_endpoint.observability import request_metrics
+from mcp_endpoint.observability.facts import Facts
 from mcp_endpoint.transports import admission, event_stream, http_messages, sse, streamable_http
 from nodespecs.knowledge.registry import refresh_registry
 
@@ -225,8 +225,7 @@ async def _in_document_turn(holder: str, work: Callable[[], Result]) -> Result:
     return await asyncio.shield(working)
 
 
-@dataclass(frozen=True)
-class _Done(Generic[Result]):
+class _Done(NamedTuple, Generic[Result]):
     """A request answered in the event loop."""
 
     answer: Result
@@ -302,16 +301,17 @@ async def mcp_app(scope: Scope, receive: Receive, send: Send, group: str | None 
     reported."""
     started = time.perf_counter()
     arguments = await _request(scope, receive)
+    facts = Facts()
     answer: http_messages.Answer = await _run(
-        {**arguments, "group": group},
+        {**arguments, "group": group, "facts": facts},
         headers=arguments["headers"],
         body=arguments["body"],
         answer=streamable_http.handle,
     )
-    facts, written = answer.facts, None
+    written = None
     try:
         stream = None
-        if isinstance(answer, http_messages.Streamed | http_messages.Listening):
+        if not isinstance(answer, http_messages.Outbound):
             threads = _threads()  # only an answer that goes on needs them
             settled = await _until_disconnect(event_stream.settle(answer, threads), receive)
             if settled is None:
@@ -357,7 +357,7 @@ async def sse_app(scope: Scope, receive: Receive, send: Send) -> None:
         await _respond(accepted, None, receive, send)
         written = event_stream.written_record(accepted)
         request_metrics.mcp_request_done(
-            written, started, http_method="POST", transport="sse", facts=accepted.facts
+            written, started, http_method="POST", transport="sse", facts=None
         )
         return
     task = asyncio.create_task(_answer_on_stream(accepted, channel_id, started))
@@ -376,7 +376,7 @@ async def _answer_on_stream(
         await sse.deliver(channel_id, answer, _threads())
         written = event_stream.written_record(answer)
         request_metrics.mcp_request_done(
-            written, started, http_method="POST", transport="sse", facts=answer.facts
+            written, started, http_method="POST", transport="sse", facts=inbound.facts
         )
     except Exception:
         logger.exception("Answering a message for SSE stream %s failed", channel_id[:8])

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from mcp import types
@@ -23,6 +24,8 @@ from mcp_endpoint.protocol.core import Reply
 from mcp_endpoint.protocol.list_changes import StreamLease, Watch
 from nodespecs.callers import Caller
 
+# The headers of an answer that adds none (read-only: answers are never changed).
+NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = envelope.MCP_PROTOCOL_VERSION_HEADER
 JSON = "application/json"
@@ -55,45 +58,38 @@ class Listen:
     granted: dict[str, bool] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Outbound:
+class Outbound(NamedTuple):
     """A plain answer: status, headers and body. `error_code` is the JSON-RPC error code of an
     error answer and `tool_error` whether a result is a tool's own error (`isError: true`), for
-    telemetry; `facts` is what the protocol learned of the request (streamable_http.handle)."""
+    telemetry."""
 
     status: int
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = NO_HEADERS
     body: bytes = b""
     error_code: int | None = None
     tool_error: bool = False
-    facts: Facts | None = None
 
 
-@dataclass(frozen=True)
-class Streamed:
+class Streamed(NamedTuple):
     """The core's reply, still to be sent: as server-sent events, one per message, when
     `events`; else followed to its response, sent alone as the JSON body."""
 
     reply: Reply
     events: bool
-    headers: Mapping[str, str] = field(default_factory=dict)
-    facts: Facts | None = None
+    headers: Mapping[str, str] = NO_HEADERS
     status: int = 200
 
 
-@dataclass(frozen=True)
-class Listening:
+class Listening(NamedTuple):
     """A stream of list-change notifications to send (a 2026-07-28 `subscriptions/listen`, or
     a 2025 session's GET stream)."""
 
     listen: Listen
-    headers: Mapping[str, str] = field(default_factory=dict)
-    facts: Facts | None = None
+    headers: Mapping[str, str] = NO_HEADERS
     status: int = 200
 
 
-@dataclass(frozen=True)
-class ChannelOpened:
+class ChannelOpened(NamedTuple):
     """A legacy HTTP+SSE stream (`GET /sse`) opened under `channel`
     (mcp_endpoint/transports/sse.py), its caller's hold on a stream's place, and the list
     changes it carries besides its answers (None: none, for a key that may not list tools)."""
@@ -101,7 +97,7 @@ class ChannelOpened:
     channel: str
     lease: StreamLease
     watch: Watch | None
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = NO_HEADERS
     status: int = 200
 
 

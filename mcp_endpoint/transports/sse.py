@@ -19,7 +19,6 @@ key that POSTs must be the one that opened the stream.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -222,7 +221,7 @@ async def deliver(channel_id: str, answer: http_messages.Answer, threads: Thread
     as it is made (`threads` takes the blocking work of a reply that goes on): on this
     transport every reply goes out as events."""
     if isinstance(answer, http_messages.Streamed):
-        answer = dataclasses.replace(answer, events=True)
+        answer = answer._replace(events=True)
     chunks = event_stream.stream_of(answer, threads)
     if chunks is None:
         chunks = _single(answer.body if isinstance(answer, http_messages.Outbound) else b"")

@@ -15,7 +15,6 @@ Era choice, as the official SDK v2 makes it and as the specification asks:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,7 +28,6 @@ from mcp_endpoint.calls import task_extension, workflow_answers
 from mcp_endpoint.jsonrpc.errors import Forbidden, RpcError
 from mcp_endpoint.models import Scope
 from mcp_endpoint.observability import request_metrics
-from mcp_endpoint.observability.facts import response_outcome
 from mcp_endpoint.protocol import core, dispatch, list_changes, sessions
 from mcp_endpoint.protocol.core import (
     MODERN_VERSION,
@@ -72,7 +70,7 @@ def _answer_of(reply: Reply, headers: Mapping[str, str], extra_headers: dict[str
     if core.streams(reply) and accepts(headers, SSE):
         return Streamed(reply, events=True, headers=dict(extra_headers))
     if isinstance(reply, Answered):
-        _, tool_error = response_outcome({"result": reply.result})
+        tool_error = reply.result.get("isError") is True
         body = core.response_body(reply)
         return Outbound(200, {"Content-Type": JSON, **extra_headers}, body, tool_error=tool_error)
     return Streamed(reply, events=False, headers=dict(extra_headers))
@@ -96,13 +94,13 @@ def _refusal(refused: Refused, status: int, headers: dict[str, str] | None = Non
 def handle(inbound: Inbound) -> Answer:
     """Answer one HTTP request to `/mcp`, or to a workflow group's endpoint `/mcp/<slug>`
     (`inbound.group`). The answer carries what was learned of the request on the way
-    (its `facts`: method, tool, era, caller), for the transport's telemetry."""
+    (`inbound.facts`, the transport's: method, tool, era, caller), for its telemetry."""
     facts = inbound.facts
     facts.key = inbound.caller.actor
     answer = _answer(inbound)
     if facts.tool:
         facts.tool_known = request_metrics.known_tool(facts.tool, inbound.group)
-    return dataclasses.replace(answer, facts=facts)
+    return answer
 
 
 def _answer(inbound: Inbound) -> Answer:

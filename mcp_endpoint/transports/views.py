@@ -23,6 +23,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
 from mcp_endpoint.observability import metrics_page, request_metrics
+from mcp_endpoint.observability.facts import Facts
 from mcp_endpoint.protocol import core
 from mcp_endpoint.transports import admission, event_stream, streamable_http
 from mcp_endpoint.transports.http_messages import Answer, Outbound
@@ -67,6 +68,7 @@ async def mcp(
             body = None
         if body is not None and len(body) > settings.MCP_MAX_BODY_BYTES:
             body = None
+    facts = Facts()
     answer = await sync_to_async(_admitted_answer, thread_sensitive=True)(
         method=request.method or "GET",
         headers=headers,
@@ -75,8 +77,8 @@ async def mcp(
         client_address=request.META.get("REMOTE_ADDR", ""),
         host=request.get_host(),  # validated by Django against ALLOWED_HOSTS
         group=group,
+        facts=facts,
     )
-    facts = answer.facts
     answer = await event_stream.settle(answer, core.REQUEST_THREADS)
     written = event_stream.written_record(answer)
     stream = event_stream.stream_of(answer, core.REQUEST_THREADS, written)
