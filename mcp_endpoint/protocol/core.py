@@ -357,7 +357,9 @@ def _answered(request: Request, context: CallContext, span: Any) -> Reply:
         result = types.EmptyResult()
     else:
         result = dispatch.call_method(parsed, context)
-    notes = tuple({"jsonrpc": "2.0", **note} for note in context.notifications)
+    notes: Notes = ()
+    if context.notifications:
+        notes = tuple({"jsonrpc": "2.0", **note} for note in context.notifications)
     if isinstance(result, WorkflowCall):
         return Following(request_id, result, notes, trace_id, span)
     if isinstance(result, StreamedInteraction):
