@@ -292,7 +292,7 @@ def execute(request: Request) -> Reply:
     the request has a span (mcp_endpoint/protocol/traces.py), continuing the trace of its
     `_meta`'s `traceparent`, else of its HTTP headers."""
     if not tracing.enabled():
-        return _answer(request, _context(request, ""), None)
+        return _answer(request, "", None)
     span = traces.request_span(
         request.method,
         request.params,
@@ -304,8 +304,7 @@ def execute(request: Request) -> Reply:
     )
     token = traces.attached(span)
     try:
-        context = _context(request, tracing.trace_id_of(span))
-        reply = _answer(request, context, span)
+        reply = _answer(request, tracing.trace_id_of(span), span)
     except BaseException as exc:
         traces.refused(span, exc)
         raise
@@ -318,20 +317,22 @@ def execute(request: Request) -> Reply:
     return reply
 
 
-def _answer(request: Request, context: CallContext, span: Any) -> Reply:
-    """`execute`'s answer; `span` (None untraced) goes with a reply that goes on."""
+def _answer(request: Request, trace_id: str, span: Any) -> Reply:
+    """`execute`'s answer, for the request's trace (`trace_id`, "" untraced); `span` goes with
+    a reply that goes on."""
     try:
-        return _answered(request, context, span)
+        return _answered(request, trace_id, span)
     except RpcError as exc:
-        return Refused(request.request_id, exc, context.trace_id)
+        return Refused(request.request_id, exc, trace_id)
 
 
-def _answered(request: Request, context: CallContext, span: Any) -> Reply:
+def _answered(request: Request, trace_id: str, span: Any) -> Reply:
     method, params, version = request.method, request.params, request.version
     refuse_deep_params(method, params)
-    request_id, trace_id = request.request_id, context.trace_id
+    request_id = request.request_id
     if version in MODERN_PROTOCOL_VERSIONS and method in task_extension.METHODS:
         _check_scope(method, request.caller)
+        context = _context(request, trace_id)
         answer = task_extension.METHODS[method](
             params, context.client_capabilities, request.caller.actor
         )
@@ -348,7 +349,9 @@ def _answered(request: Request, context: CallContext, span: Any) -> Reply:
     stamp = _static_stamp(method)
     memo = _STATIC_RESULTS.get(memo_key) if memo_key is not None else None
     if memo is not None and memo[0] == stamp:
+        # A cached list is the same for every request of its key: no context is needed.
         return Answered(request_id, memo[1], trace_id=trace_id)
+    context = _context(request, trace_id)
     log_level = None
     if method == "server/discover":
         result: types.Result | WorkflowCall | StreamedInteraction = discover_result(request.group)
