@@ -391,8 +391,10 @@ def _static_key(
         return None
     # Called once the params have parsed, so the cursor is a string or absent.
     cursor = params.get("cursor") if isinstance(params, dict) else None
-    audience = dispatch.tools_audience(scopes or frozenset()) if method == "tools/list" else None
-    return (method, version, cursor, group, audience or frozenset())
+    audience: frozenset[str] = frozenset()
+    if method == "tools/list":
+        audience = dispatch.tools_audience(scopes or frozenset())
+    return (method, version, cursor, group, audience)
 
 
 def _static_stamp(method: str) -> Hashable:

@@ -172,8 +172,16 @@ async def _run(
         work = partial(answer, done)  # admitted in the loop: not counted against its limit twice
     else:
         work = partial(_admitted_answer, arguments, answer)
+    return await _on_a_thread(work, headers, body, arguments.get("client_address", ""))
+
+
+async def _on_a_thread(
+    work: Callable[[], Result], headers: dict[str, str], body: bytes | None, address: str
+) -> Result:
+    """Do `work` on a worker thread: a document thread, in its holder's turn, for a request
+    whose work grows with a document it carries; else the pool's."""
     if _reads_documents(body):
-        return await _in_document_turn(_holder(headers, arguments), partial(_work, work))
+        return await _in_document_turn(_holder(headers, address), partial(_work, work))
     return await asyncio.get_running_loop().run_in_executor(_POOL, _work, work)
 
 
@@ -193,12 +201,12 @@ def _reads_documents(body: bytes | None) -> bool:
     return any(TOOLS[name].reads_documents for name in names if name in TOOLS)
 
 
-def _holder(headers: dict[str, str], arguments: dict[str, Any]) -> str:
+def _holder(headers: dict[str, str], address: str) -> str:
     """Whose turn a request takes: its key's (hashed: the key is not kept), or, without one,
     its client address's."""
     raw = presented_key(headers)
     if raw is None:
-        return "address:" + str(arguments.get("client_address", ""))
+        return "address:" + address
     return "key:" + hashlib.sha256(raw.encode()).hexdigest()[:32]
 
 
@@ -392,10 +400,8 @@ async def _answer_accepted(inbound: http_messages.Inbound, channel_id: str) -> h
             return _LOOP_CONTEXT.run(sse.answer, inbound, channel_id)
         except SynchronousOnlyOperation:
             pass  # a snapshot fell due meanwhile: a thread answers it
-    work = partial(sse.answer, inbound, channel_id)
-    if _reads_documents(body):
-        return await _in_document_turn(_holder(headers, {}), partial(_work, work))
-    return await asyncio.get_running_loop().run_in_executor(_POOL, _work, work)
+    # The POST's client address is not kept with its message: the key holds the turn.
+    return await _on_a_thread(partial(sse.answer, inbound, channel_id), headers, body, "")
 
 
 async def _respond(
