@@ -13,6 +13,7 @@ reports what it does. See ``arguments`` for how mcp node args are written (inclu
 engine does about jsonata-python's thread safety.
 """
 
+from graphs.engine.approvals import Paused, Resume
 from graphs.engine.cancel import CancelToken
 from graphs.engine.compiler import CompiledTool, compile_tool
 from graphs.engine.definition import (
@@ -26,7 +27,7 @@ from graphs.engine.definition import (
     ToolGraph,
 )
 from graphs.engine.errors import DefinitionError, GraphRunError, RunCancelled
-from graphs.engine.executor import CallTool, MockedCall, execute
+from graphs.engine.executor import CallTool, MockedCall, MockedDecision, execute
 from graphs.engine.format.loading import load_yaml
 from graphs.engine.format.parsing import parse_definition, parse_tool
 from graphs.engine.format.serialize import (
@@ -47,10 +48,13 @@ __all__ = [
     "GraphDefinition",
     "GraphRunError",
     "MockedCall",
+    "MockedDecision",
     "Node",
     "NodeRecord",
     "NullObserver",
     "Observer",
+    "Paused",
+    "Resume",
     "RetryPolicy",
     "RunCancelled",
     "ServerConfig",

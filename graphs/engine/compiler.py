@@ -34,7 +34,7 @@ class CompiledNode:
     """A node with its expressions compiled."""
 
     node: Node
-    expression: Expression | None = None  # transform
+    expression: Expression | None = None  # transform: its expr; approval: its message
     args: Any = None  # mcp: the args template (see ``arguments``)
     rules: tuple[Rule, ...] = ()  # switch: one per condition, in order
 
@@ -79,10 +79,13 @@ def compile_nodes(
     found: list[Finding] = []
     for node, layout in zip(tool.nodes, layouts, strict=True):
         where = functools.partial(located, tool.name, node.id)
-        if node.type == "transform" and isinstance(node.expr, str):
-            at = layout.keys("transform.expr")
+        text, field = (
+            (node.expr, "transform.expr") if node.type == "transform" else (node.message, "message")
+        )
+        if node.type in ("transform", "approval") and isinstance(text, str):
+            at = layout.keys(field)
             try:
-                nodes.append(CompiledNode(node, expression=Expression(node.expr, budget=budget)))
+                nodes.append(CompiledNode(node, expression=Expression(text, budget=budget)))
                 continue
             except RegexRefused as exc:  # parses, but names a construct RE2 cannot run
                 code, message = "regex_refused", str(exc)
@@ -90,7 +93,7 @@ def compile_nodes(
                 code, message = "expression_too_long", str(exc)
             except ExpressionSyntaxError as exc:
                 code, message = "expression_syntax", f"JSONata does not parse: {exc}"
-            found.append(finding(code, where("transform.expr"), message, at, node=node.id))
+            found.append(finding(code, where(field), message, at, node=node.id))
             nodes.append(None)
         elif node.type == "mcp":
             template, problems = compile_args(

@@ -20,6 +20,8 @@ from typing import Any
 from graphs.engine.errors import DefinitionError
 
 __all__ = [
+    "APPROVERS",
+    "DECISIONS",
     "NODE_TYPES",
     "TRANSPORTS",
     "Condition",
@@ -33,7 +35,11 @@ __all__ = [
     "ToolGraph",
 ]
 
-NODE_TYPES = ("entry", "mcp", "transform", "switch", "exit")
+NODE_TYPES = ("entry", "mcp", "transform", "switch", "approval", "exit")
+#: Who decides an approval node: the reviewers (a page, REST) or the calling client's user.
+APPROVERS = ("reviewers", "caller")
+#: An approval node's decisions, each the name of one of its routes.
+DECISIONS = ("approved", "rejected", "timeout")
 TRANSPORTS = ("stdio", "streamable_http", "sse")
 
 
@@ -109,6 +115,9 @@ class Node:
       ``timeout_seconds``, ``retry``.
     - transform: ``expr`` (JSONata), ``next``.
     - switch: ``conditions`` (tried in order), ``default``.
+    - approval: ``message`` (JSONata: what the person is asked), ``approvers``, ``form`` (a
+      flat JSON Schema object of what the person fills in), ``timeout_ms``, ``routes`` (the
+      node to go to for each decision).
     - exit: nothing.
     """
 
@@ -123,6 +132,11 @@ class Node:
     default: str | None = None
     timeout_seconds: float | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    message: str | None = None
+    approvers: str = "reviewers"
+    form: dict[str, Any] | None = None
+    timeout_ms: int | None = None
+    routes: dict[str, str] = field(default_factory=dict)
 
     def targets(self) -> list[tuple[str, str]]:
         """The nodes this one can go to next, as ``(field, node id)`` pairs."""
@@ -133,6 +147,7 @@ class Node:
         ]
         if self.default is not None:
             edges.append(("default", self.default))
+        edges += [(f"routes.{decision}", target) for decision, target in self.routes.items()]
         return edges
 
 

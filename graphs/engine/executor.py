@@ -3,7 +3,10 @@
 Node outputs, as seed 003 says: entry, the tool's arguments; mcp, the called tool's result
 (see ``results``); transform, the JSONata value; switch, the id of the node it routes to;
 exit, the previous node's output unchanged (falsy values included), once it is checked
-against the tool's outputSchema (outputs.py): one that breaks it fails the run at the exit.
+against the tool's outputSchema (outputs.py): one that breaks it fails the run at the exit;
+approval, the decision (``{"decision", "by", "comment", "form", "decided_at"}``), which the run
+waits for: ``execute`` returns a ``Paused`` there, and goes on along ``routes[decision]`` when
+it is called again with a ``Resume`` (approvals.py).
 
 Before each node the cancel token and both execution limits are checked. An mcp node's call
 is retried, after ``backoff * 2**attempt`` seconds, when ``call_tool`` raises (a transport
@@ -14,12 +17,14 @@ lives in its ``_Run``, so any number of threads may execute one ``CompiledTool``
 from __future__ import annotations
 
 import copy
+import json
 import time
 from collections.abc import Callable
 from typing import Any
 
 from mcp.types import CallToolResult
 
+from graphs.engine.approvals import Paused, Resume
 from graphs.engine.arguments import fill
 from graphs.engine.cancel import CancelToken
 from graphs.engine.compiler import CompiledNode, CompiledTool
@@ -37,6 +42,9 @@ CallTool = Callable[[str, str, dict[str, Any], float | None], CallToolResult]
 #: ``mocked(node)``: what a test run's mcp node answers instead of calling its server, or
 #: None to call it for real.
 MockedCall = Callable[[Node], CallToolResult | None]
+#: ``decided(node)``: the output a test run's approval node takes instead of waiting (the
+#: decision), or None to wait.
+MockedDecision = Callable[[Node], dict[str, Any] | None]
 
 DEFAULT_LIMITS = ExecutionLimits()
 
@@ -50,14 +58,28 @@ def execute(
     observer: Observer | None = None,
     cancel: CancelToken | None = None,
     mocked: MockedCall | None = None,
+    decided: MockedDecision | None = None,
+    resume: Resume | None = None,
 ) -> Any:
-    """Run the tool with these arguments and return its exit node's output; `mocked` answers
-    the mcp nodes of a test run that are not to call their servers.
+    """Run the tool with these arguments and return its exit node's output, or a ``Paused``
+    when it reached an approval node; `resume` goes on from there with the decision.
+    `mocked` answers the mcp nodes of a test run that are not to call their servers,
+    `decided` its approval nodes.
 
     Raises GraphRunError (RunCancelled when cancelled) naming the node and the kind of failure.
     """
     run = _Run(compiled, arguments, call_tool, limits, observer or NullObserver(), cancel, mocked)
-    return run.run()
+    run.decided = decided
+    if resume is None:
+        return run.run()
+    return run.resumed(resume)
+
+
+class _Pause(Exception):
+    """Not an error: how an approval node that must wait leaves the walk."""
+
+    def __init__(self, paused: Paused) -> None:
+        self.paused = paused
 
 
 class _Run:
@@ -84,19 +106,38 @@ class _Run:
         self.history = RunHistory()
         self.bindings = {**self.history.bindings, **self.guard.bindings}
         self.mocked = mocked
+        self.decided: MockedDecision | None = None
 
     def run(self) -> Any:
         self.observer.run_started(self.compiled.tool.name, self.arguments)
+        return self._walked(self.compiled.tool.entry)
+
+    def resumed(self, resume: Resume) -> Any:
+        """Go on from a paused run's approval node, with its decision."""
+        self.started = time.monotonic() - resume.elapsed_ms / 1000
+        self.guard = Guard(self.started + self.limits.max_execution_time_ms / 1000)
+        self.bindings = {**self.history.bindings, **self.guard.bindings}
+        for node_id, output in resume.executions:
+            self.history.record(node_id, output)
         try:
-            result = self._walk()
+            next_id = self._decided(resume)
+        except GraphRunError as error:
+            self.observer.run_finished(None, error)
+            raise
+        return self._walked(next_id)
+
+    def _walked(self, node_id: str) -> Any:
+        try:
+            result = self._walk(node_id)
+        except _Pause as pause:
+            return pause.paused
         except GraphRunError as error:
             self.observer.run_finished(None, error)
             raise
         self.observer.run_finished(result, None)
         return result
 
-    def _walk(self) -> Any:
-        node_id: str = self.compiled.tool.entry
+    def _walk(self, node_id: str) -> Any:
         while True:
             compiled = self.compiled.nodes[node_id]
             self._check_before(compiled.node)
@@ -204,6 +245,56 @@ class _Run:
         record.detail = {"target": node.default, "matched": "default"}
         return node.default, node.default
 
+    def _approval(self, compiled: CompiledNode, record: NodeRecord) -> tuple[Any, str | None]:
+        node = compiled.node
+        decision = self.decided(node) if self.decided is not None else None
+        if decision is not None:
+            record.detail = {**(record.detail or {}), "mocked": True}
+            return decision, _route(node, decision)
+        expression = compiled.expression
+        assert expression is not None  # compile_tool compiles every approval's message
+        message = self._guarded(
+            node, "message", expression.evaluate, self.history.context, self.bindings, self.guard
+        )
+        text = message if isinstance(message, str) else _as_text(message)
+        record.detail = {**(record.detail or {}), "message": text}
+        history = self.history
+        paused = Paused(
+            node_id=node.id,
+            iteration=record.iteration,
+            index=record.index,
+            message=text,
+            approvers=node.approvers,
+            form=node.form,
+            timeout_ms=node.timeout_ms,
+            executions=tuple(zip(history.nodes, history.outputs, strict=True)),
+            elapsed_ms=(time.monotonic() - self.started) * 1000,
+            waited_since=record.started_at,
+        )
+        self.observer.node_waiting(record)
+        raise _Pause(paused)
+
+    def _decided(self, resume: Resume) -> str:
+        """End the waiting approval node with its decision; the node to go to next."""
+        history = self.history
+        node = self.compiled.nodes[resume.node_id].node
+        record = NodeRecord(
+            index=len(history.outputs),
+            node_id=node.id,
+            node_type=node.type,
+            iteration=len(history.by_node.get(node.id, ())) + 1,
+            input=history.outputs[-1] if history.outputs else self.arguments,
+            detail=_STATIC_DETAIL[node.type](node),
+            started_at=resume.waited_since,
+            attempts=1,
+        )
+        record.output = resume.decision
+        record.duration_ms = max(time.time() - resume.waited_since, 0.0) * 1000
+        next_id = _route(node, resume.decision)
+        history.record(node.id, resume.decision)
+        self.observer.node_finished(record)
+        return next_id
+
     def _read_var(self, path: Expression, data: Any) -> Any:
         return path.evaluate(data, self.bindings, self.guard)
 
@@ -295,6 +386,25 @@ class _Run:
         )
 
 
+def _route(node: Node, decision: dict[str, Any]) -> str:
+    """The node an approval goes to for its decision; a decision without a route fails the
+    run (the checks require the routes of every decision that can be made)."""
+    name = decision.get("decision")
+    target = node.routes.get(name) if isinstance(name, str) else None
+    if target is None:
+        raise GraphRunError(
+            f"node {node.id!r}: decision {name!r} has no route; give the node `routes.{name}`",
+            node.id,
+            "definition",
+        )
+    return target
+
+
+def _as_text(value: Any) -> str:
+    """A message that evaluated to something else than a string, as the person reads it."""
+    return "" if value is None else json.dumps(value, ensure_ascii=False, default=str)
+
+
 def _ended(record: NodeRecord, began: float) -> None:
     """Fill in what is known once a node has run, whether it succeeded or failed."""
     record.duration_ms = (time.perf_counter() - began) * 1000
@@ -307,6 +417,7 @@ _RUNNERS = {
     "mcp": _Run._call,
     "transform": _Run._transform,
     "switch": _Run._switch,
+    "approval": _Run._approval,
     "exit": _Run._exit,
 }
 _STATIC_DETAIL: dict[str, Callable[[Node], dict[str, Any] | None]] = {
@@ -314,5 +425,10 @@ _STATIC_DETAIL: dict[str, Callable[[Node], dict[str, Any] | None]] = {
     "mcp": lambda node: {"server": node.server, "tool": node.tool},
     "transform": lambda node: {"expr": node.expr},
     "switch": lambda _node: None,
+    "approval": lambda node: {
+        "approvers": node.approvers,
+        "form": node.form,
+        "timeout_ms": node.timeout_ms,
+    },
     "exit": lambda _node: None,
 }

@@ -3,7 +3,8 @@
 The history is kept three ways, each updated in O(1) as a node finishes, so a loop of n
 iterations costs O(n) overall however its expressions look back:
 
-- ``outputs``: every execution's output in order (``$previousNode``);
+- ``outputs``: every execution's output in order (``$previousNode``), and ``nodes`` the id of
+  each execution's node;
 - ``by_node``: each node's outputs in order (``$executionCount``, ``$nodeExecution``,
   ``$nodeExecutions``);
 - ``context``: each node's latest output, the ``$`` every expression is evaluated against
@@ -26,10 +27,11 @@ from jsonata import Jsonata
 class RunHistory:
     """What one run has executed so far; its ``bindings`` are the history functions."""
 
-    __slots__ = ("bindings", "by_node", "context", "outputs")
+    __slots__ = ("bindings", "by_node", "context", "nodes", "outputs")
 
     def __init__(self) -> None:
         self.outputs: list[Any] = []
+        self.nodes: list[str] = []
         self.by_node: dict[str, list[Any]] = {}
         self.context: dict[str, Any] = {}
         # Built once per run; they read the history as it is when they are called.
@@ -43,6 +45,7 @@ class RunHistory:
     def record(self, node_id: str, output: Any) -> None:
         """Add a finished execution."""
         self.outputs.append(output)
+        self.nodes.append(node_id)
         self.by_node.setdefault(node_id, []).append(output)
         self.context[node_id] = output
 

@@ -22,7 +22,8 @@ class NodeRecord:
     evaluated arguments; absent from ``node_started``, and from ``node_failed`` when they could
     not be evaluated), for transform ``{"expr"}``, for switch ``{"target", "matched"}`` where
     matched is the index of the condition that held or ``"default"`` (absent until it is
-    decided); for entry and exit None.
+    decided); for approval ``{"message", "approvers", "form", "timeout_ms"}``; for entry and
+    exit None.
     """
 
     index: int  # 0-based position in the run's execution order
@@ -49,6 +50,8 @@ class Observer(Protocol):
 
     def node_failed(self, record: NodeRecord) -> None: ...
 
+    def node_waiting(self, record: NodeRecord) -> None: ...
+
     def run_finished(self, result: Any, error: GraphRunError | None) -> None: ...
 
 
@@ -66,6 +69,11 @@ class NullObserver:
 
     def node_failed(self, record: NodeRecord) -> None:
         """A node failed; ``record.error`` says why, and the run ends after this."""
+
+    def node_waiting(self, record: NodeRecord) -> None:
+        """An approval node waits for a decision (``record.detail`` says what is asked); the
+        run stops here, and ``execute`` returns a ``Paused``. When it is resumed, the same
+        record (same index) ends with ``node_finished``."""
 
     def run_finished(self, result: Any, error: GraphRunError | None) -> None:
         """The run ended: with the exit's output, or with ``error`` (result is then None)."""
