@@ -409,6 +409,14 @@ if not GRAPHS_MAX_NODE_EXECUTIONS_CEILING or not GRAPHS_MAX_EXECUTION_TIME_MS_CE
         "GRAPHS_MAX_NODE_EXECUTIONS_CEILING and GRAPHS_MAX_EXECUTION_TIME_MS_CEILING must be 1 "
         "or more: no workflow could run under a ceiling of 0."
     )
+# The longest an approval node may wait for its decision (its `timeoutMs`): a save or import above
+# it is refused naming it. Waiting holds no thread or worker, only a row, so the default is long:
+# 30 days.
+GRAPHS_MAX_APPROVAL_TIMEOUT_MS = env_int("GRAPHS_MAX_APPROVAL_TIMEOUT_MS", 30 * 24 * 3600 * 1000)
+if not GRAPHS_MAX_APPROVAL_TIMEOUT_MS:
+    raise ImproperlyConfigured(
+        "GRAPHS_MAX_APPROVAL_TIMEOUT_MS must be 1 or more: no approval node could time out."
+    )
 
 
 def env_seconds(name: str, default: float) -> float:
@@ -554,3 +562,15 @@ if GRAPHS_MAX_VERSIONS_PER_WORKFLOW < 2:
         "a workflow needs room for its published version and a draft."
     )
 GRAPHS_STORED_BYTES_PER_KEY_PER_DAY = env_count("GRAPHS_STORED_BYTES_PER_KEY_PER_DAY", 50_000_000)
+
+# Issue 27 (approval nodes; docs/graphs.md, "approval"): where a JSON POST goes when a run
+# starts waiting for reviewers (a Slack incoming webhook takes it as is; empty: none), whether
+# the key or user that started a run may decide it too (separation of duties: not by default),
+# and how often each process's timer looks for approvals whose timeout is due (it sleeps until
+# the earliest one it knows of, and no longer than this, so one created elsewhere fires late
+# by no more than this).
+APPROVAL_NOTIFY_URL = os.environ.get("APPROVAL_NOTIFY_URL", "").strip()
+APPROVAL_ALLOW_SELF_DECISION = env_bool("APPROVAL_ALLOW_SELF_DECISION", False)
+APPROVAL_TIMER_POLL_SECONDS = env_seconds("APPROVAL_TIMER_POLL_SECONDS", 1.0)
+# The service's address as people reach it, for links sent outside (APPROVAL_NOTIFY_URL's).
+PUBLIC_URL = os.environ.get("PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")

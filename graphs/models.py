@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
 from nodespecs.models import Revision
+from nodespecs.secrets import EncryptedJSONField
 
 
 class WorkflowGroup(models.Model):
@@ -147,13 +149,15 @@ class Run(models.Model):
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
         RUNNING = "running", "Running"
+        # At an approval node, holding nothing but its `Approval` row until it is decided.
+        WAITING = "waiting", "Waiting for approval"
         SUCCEEDED = "succeeded", "Succeeded"
         FAILED = "failed", "Failed"
         CANCELLED = "cancelled", "Cancelled"
         TIMED_OUT = "timed_out", "Timed out"
 
     FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
-    ACTIVE = (Status.QUEUED, Status.RUNNING)
+    ACTIVE = (Status.QUEUED, Status.RUNNING, Status.WAITING)
 
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="runs")
     version = models.ForeignKey(WorkflowVersion, on_delete=models.PROTECT, related_name="runs")
@@ -237,6 +241,7 @@ class NodeExecution(models.Model):
 
     class Status(models.TextChoices):
         RUNNING = "running", "Running"
+        WAITING = "waiting", "Waiting"
         SUCCEEDED = "succeeded", "Succeeded"
         FAILED = "failed", "Failed"
 
@@ -267,6 +272,51 @@ class NodeExecution(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node_id} #{self.iteration} in run {self.run_id}"
+
+
+class Approval(models.Model):
+    """A run waiting at an approval node, and the decision it got (graphs/execution/approvals/).
+
+    While the run waits, this row is all it holds: `state` has what the engine needs to go on
+    (every output so far and the arguments, unmasked, hence encrypted at rest), so any process
+    resumes it. A decision is taken once: the process whose conditional update moves the run
+    out of `waiting` wins, and records it here."""
+
+    class Decision(models.TextChoices):
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+        TIMEOUT = "timeout", "Timed out"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
+    # The approval node's execution: its position in the run and which iteration of it.
+    index = models.PositiveIntegerField()
+    node_id = models.CharField(max_length=128)
+    iteration = models.PositiveIntegerField(default=1)
+    approvers = models.CharField(max_length=16)
+    message = models.TextField(blank=True)
+    form = models.JSONField(null=True, blank=True, help_text="The form's JSON Schema.")
+    created_at = models.DateTimeField(default=timezone.now)
+    timeout_at = models.DateTimeField(null=True, blank=True)
+    # Empty until decided.
+    decision = models.CharField(max_length=16, choices=Decision.choices, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    # {"kind": "user" | "api_key" | "client", "id", "name"}; null for a timeout.
+    decided_by = models.JSONField(null=True, blank=True)
+    comment = models.TextField(blank=True)
+    form_values = models.JSONField(null=True, blank=True)
+    state = EncryptedJSONField(default=dict)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        permissions = [("decide_approval", "Can approve or reject runs waiting for approval")]
+        constraints = [models.UniqueConstraint(fields=["run", "index"], name="unique_approval")]
+        indexes = [
+            # The timer's one query: the earliest undecided timeout.
+            models.Index(fields=["timeout_at"], condition=Q(decision=""), name="approval_due"),
+        ]
+
+    def __str__(self) -> str:
+        return f"approval at {self.node_id} in run {self.run_id} ({self.decision or 'waiting'})"
 
 
 class StoredBytes(models.Model):

@@ -356,6 +356,7 @@ class AuditEvent(models.Model):
         RESTORED = "restored", "restored a revision"
         REFRESHED = "refreshed", "refreshed its tools"
         REENCRYPTED = "re-encrypted", "re-encrypted its secrets"
+        DECIDED = "decided", "decided a run waiting for approval"
 
     # A username, "command:<name>" for a management command, or "api-key:<prefix>".
     actor = models.CharField(max_length=150)

@@ -5,8 +5,9 @@ Celery worker (`run_enqueue`), and the caller looks at it now and then (`run_che
 ends; graphs/execution/follow.py does both, for every transport. A worker runs it with the same
 `_execute` of graphs/execution/runs.py as a direct run.
 
-`run_cancel` stops a queued or running run from any process, in either mode: a queued run is
-cancelled at once (its task then executes nothing); a running one gets `cancel_reason` set,
+`run_cancel` stops a queued, waiting or running run from any process, in either mode: a queued
+run is cancelled at once (its task then executes nothing), and so is one waiting at an approval
+node (a decision then finds it cancelled); a running one gets `cancel_reason` set,
 which its process reads with its next heartbeat (at once when it runs here), and the engine
 stops before its next node, so the run ends `cancelled` with its history up to there.
 """
@@ -94,7 +95,7 @@ def _report(run_id: int, reported: int, progress: Progress) -> int:
     """Report the nodes finished since the last poll, in order; the count reported."""
     finished = (
         NodeExecution.objects.filter(run_id=run_id, index__gte=reported)
-        .exclude(status=NodeExecution.Status.RUNNING)
+        .exclude(status__in=(NodeExecution.Status.RUNNING, NodeExecution.Status.WAITING))
         .order_by("index")
         .values_list("index", "node_id", "status")
     )
@@ -184,6 +185,22 @@ def run_cancel(*, run_id: int, reason: str, caller: str | None = None) -> Cancel
         finished_at=timezone.now(),
     ):
         return Cancellation(run_id, Run.Status.CANCELLED, f"Run {run_id} was cancelled.")
+    now = timezone.now()
+    if runs.filter(status=Run.Status.WAITING).update(
+        status=Run.Status.CANCELLED,
+        cancel_reason=reason,
+        error=f"Cancelled while waiting for approval: {reason}",
+        finished_at=now,
+    ):
+        # The waiting node ends with the run; its undecided Approval stays, for the history.
+        NodeExecution.objects.filter(run_id=run_id, status=NodeExecution.Status.WAITING).update(
+            status=NodeExecution.Status.FAILED, error=f"Cancelled while waiting: {reason}"
+        )
+        return Cancellation(
+            run_id,
+            Run.Status.CANCELLED,
+            f"Run {run_id} was waiting for approval; it was cancelled.",
+        )
     if runs.filter(status=Run.Status.RUNNING).update(cancel_reason=reason):
         liveness.registry.cancel(run_id, reason)
         return Cancellation(

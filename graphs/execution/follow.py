@@ -15,7 +15,10 @@ callers' runs start meanwhile (graphs/execution/direct_turns.py).
 
 It yields `RunWaiting` when the call waits for its caller's share, `RunStarted` (with the
 run's id, and again when its status changes), a `NodeFinished` per finished node when the
-request asks for them, and ends with `RunEnded` (the run's `RunOutcome`). A call that cannot
+request asks for them, `ApprovalAwaited` each time the run stops at an approval node, and ends
+with `RunEnded` (the run's `RunOutcome`). A run waiting at an approval node holds no thread:
+from then on it is watched in the database in either mode, as a queued run is, wherever the
+decision lets it go on. A call that cannot
 run raises `WorkflowCallError` and records nothing. A caller that stops listening early (it
 gave up waiting, or its client went away) stops the watching only: the run goes on, and ends
 in the history; cancelling it is the caller's decision (`control.run_cancel`). But a direct
@@ -34,6 +37,7 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 
+from graphs.execution.approvals.waits import WaitingFor, waiting_for
 from graphs.execution.control import (
     POLL_FIRST_SECONDS,
     next_pause,
@@ -88,13 +92,20 @@ class NodeFinished:
 
 
 @dataclass(frozen=True)
+class ApprovalAwaited:
+    """The run stopped at an approval node and waits for a decision: what it waits for."""
+
+    waiting: WaitingFor
+
+
+@dataclass(frozen=True)
 class RunEnded:
     """The run ended: its outcome."""
 
     outcome: RunOutcome
 
 
-RunEvent = RunWaiting | RunStarted | NodeFinished | RunEnded
+RunEvent = RunWaiting | RunStarted | NodeFinished | ApprovalAwaited | RunEnded
 
 # What the run's side posts to the follower: an event, or why the call could not run.
 _Posted = RunEvent | WorkflowCallError
@@ -128,7 +139,9 @@ async def run_follow(
     else:
         ticket = Ticket(request.caller, request.session_id, request.request_id)
         direct = partial(_direct, request, post, report_nodes, keep_result, ticket)
-        producer = asyncio.ensure_future(_in_turn(request.caller, threads, direct, post))
+        producer = asyncio.ensure_future(
+            _direct_then_watched(request.caller, threads, direct, post, report_nodes)
+        )
     producer.add_done_callback(partial(_told_if_failed, request.name, post))
     announced = False
     try:
@@ -166,9 +179,10 @@ def _told_if_failed(
 
 
 async def _in_turn(
-    caller: str, threads: Threads, direct: Callable[[], None], post: Callable[[_Posted], None]
-) -> None:
-    """Run `direct` on a run thread once `caller` has a place in its share of them."""
+    caller: str, threads: Threads, direct: Callable[[], T], post: Callable[[_Posted], None]
+) -> T:
+    """Run `direct` on a run thread once `caller` has a place in its share of them; what it
+    returns."""
     share = threads.run_share
     if share is not None:
         turn = SHARES.claim(caller, share)
@@ -176,15 +190,14 @@ async def _in_turn(
             post(RunWaiting(share))
             await SHARES.wait(caller, turn)
     if share is None:
-        await asyncio.shield(threads.run(direct))
-        return
+        return await asyncio.shield(threads.run(direct))
 
-    def direct_in_place() -> None:
+    def direct_in_place() -> T:
         # The place is given back by the run's thread when it is done with it, not by this
         # task: a follower that leaves cancels this task, and the thread goes on until
         # `direct` sees it left (nor by the event loop, which may have closed by then).
         try:
-            direct()
+            return direct()
         finally:
             SHARES.give_back(caller)
 
@@ -193,7 +206,22 @@ async def _in_turn(
     except BaseException:
         SHARES.give_back(caller)
         raise
-    await asyncio.shield(running)
+    return await asyncio.shield(running)
+
+
+async def _direct_then_watched(
+    caller: str,
+    threads: Threads,
+    direct: Callable[[], tuple[int, int] | None],
+    post: Callable[[_Posted], None],
+    report_nodes: bool,
+) -> None:
+    """Run the call in its turn; a run that stopped at an approval node is then watched in
+    the database until it ends, as a queued one is."""
+    paused = await _in_turn(caller, threads, direct, post)
+    if paused is not None:
+        run_id, reported = paused
+        await _watched(run_id, post, threads, report_nodes, Run.Status.WAITING, reported)
 
 
 def _direct(
@@ -202,16 +230,20 @@ def _direct(
     report_nodes: bool,
     keep_result: bool,
     ticket: Ticket,
-) -> None:
+) -> tuple[int, int] | None:
     """Execute the run in this thread (direct mode), posting what happens; unless its caller
-    left while it waited for the thread."""
+    left while it waited for the thread. A run that stopped at an approval node: its id and
+    the count of nodes reported, for the watching that follows."""
     token = ticket.take()
     if token is None:
         logger.info("Workflow call of %s dropped before it started: %s", request.name, ticket.left)
         post(WorkflowCallError(f"Workflow {request.name!r} did not start: {ticket.left}."))
-        return
+        return None
+    reported = 0
 
     def progress(count: int, message: str) -> None:
+        nonlocal reported
+        reported = count
         post(NodeFinished(count, message))
 
     try:
@@ -223,23 +255,33 @@ def _direct(
         )
     except WorkflowCallError as exc:
         post(exc)
-        return
+        return None
     except Exception:
         logger.exception("Workflow call of %s failed before its run ended", request.name)
         post(WorkflowCallError(f"Workflow {request.name!r} failed on the server; it is logged."))
-        return
+        return None
+    if outcome.status == Run.Status.WAITING:
+        waiting = waiting_for(outcome.run_id)
+        if waiting is not None:
+            post(ApprovalAwaited(waiting))
+        return outcome.run_id, reported
     if keep_result and outcome.succeeded:
         run_result_keep(outcome.run_id, outcome.result)
     post(RunEnded(outcome))
+    return None
 
 
 def _look(
     run_id: int, reported: int, progress: Progress | None
-) -> tuple[RunOutcome | RunEnded, int]:
-    """One look at a queued run: how it stands, or its end."""
+) -> tuple[RunOutcome | RunEnded | ApprovalAwaited, int]:
+    """One look at a watched run: how it stands, what it waits for, or its end."""
     outcome, reported = run_check(run_id, reported, progress)
     if outcome.status in Run.FINISHED:
         return RunEnded(outcome), reported
+    if outcome.status == Run.Status.WAITING:
+        waiting = waiting_for(run_id)
+        if waiting is not None:
+            return ApprovalAwaited(waiting), reported
     return outcome, reported
 
 
@@ -256,7 +298,19 @@ async def _queued(
         post(exc)
         return
     post(RunStarted(run_id, Run.Status.QUEUED))
-    reported, pause, status = 0, POLL_FIRST_SECONDS, Run.Status.QUEUED
+    await _watched(run_id, post, threads, report_nodes, Run.Status.QUEUED, 0)
+
+
+async def _watched(
+    run_id: int,
+    post: Callable[[_Posted], None],
+    threads: Threads,
+    report_nodes: bool,
+    status: str,
+    reported: int,
+) -> None:
+    """Watch a run in the database until it ends, from `status` and `reported` nodes."""
+    pause = POLL_FIRST_SECONDS
 
     def progress(count: int, message: str) -> None:
         post(NodeFinished(count, message))
@@ -276,6 +330,11 @@ async def _queued(
         if isinstance(looked, RunEnded):
             post(looked)
             return
+        if isinstance(looked, ApprovalAwaited):
+            if status != Run.Status.WAITING:
+                status = Run.Status.WAITING
+                post(looked)
+            continue
         if looked.status != status:
             status = looked.status
             post(RunStarted(run_id, status))

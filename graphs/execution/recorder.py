@@ -128,7 +128,11 @@ class HistoryRecorder(NullObserver):
     a node's detail, output or error holds them."""
 
     def __init__(
-        self, run: Run, progress: Progress | None = None, secrets: Sequence[str] = ()
+        self,
+        run: Run,
+        progress: Progress | None = None,
+        secrets: Sequence[str] = (),
+        waiting_index: int | None = None,
     ) -> None:
         self.run = run
         self.progress = progress
@@ -139,8 +143,11 @@ class HistoryRecorder(NullObserver):
         self._pending: list[_Row] = []
         self._pending_since = 0.0
         self._pending_bytes = 0
-        # Execution indexes of rows written at start (mcp nodes), to complete at the end.
-        self._open: set[int] = set()
+        # Execution indexes of rows written at start (mcp nodes, and the approval node a
+        # resumed run waited at: `waiting_index`), to complete at the end.
+        self._open: set[int] = set() if waiting_index is None else {waiting_index}
+        if waiting_index is not None:
+            self.node_count = run.node_count
 
     def _encode(self, value: object) -> tuple[str, bool]:
         text, truncated = encoded(value, self.max_bytes, self.secrets)
@@ -220,6 +227,14 @@ class HistoryRecorder(NullObserver):
         node_finished(record, status)
         if self.progress is not None:
             self.progress(self.node_count, f"{record.node_id} {status}")
+
+    def node_waiting(self, record: NodeRecord) -> None:
+        # Written at once, with whatever finished before it: the run stops here.
+        detail, truncated = self._encode(record.detail)
+        self._pending.append(
+            self._row(record, NodeExecution.Status.WAITING, detail, None, truncated)
+        )
+        self.flush()
 
     def node_finished(self, record: NodeRecord) -> None:
         self._finished(record, NodeExecution.Status.SUCCEEDED)

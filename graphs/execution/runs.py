@@ -27,6 +27,8 @@ from graphs.engine import (
     ExecutionLimits,
     GraphRunError,
     MockedCall,
+    Paused,
+    Resume,
     compile_tool,
     execute,
     parse_tool,
@@ -34,6 +36,8 @@ from graphs.engine import (
 from graphs.engine.language.regex import RegexNotSupported
 from graphs.engine.schemas import SchemaUnresolvable, schema_errors, schema_validator
 from graphs.execution import lineage, liveness, telemetry
+from graphs.execution.approvals.notify import notify_waiting
+from graphs.execution.approvals.waits import WaitLost, resume_of, wait_begin
 from graphs.execution.limits import ceiling_explained, limits_for_run, limits_from_mapping
 from graphs.execution.payloads import run_secrets, storable, stored_arguments, stored_error
 from graphs.execution.recorder import HistoryRecorder, Progress, reconnecting
@@ -290,7 +294,9 @@ def run_create(request: RunRequest) -> Run:
 
 
 def run_execute(*, run_id: int, arguments: Any) -> RunOutcome | None:
-    """Execute a queued run in this process (a worker), as `workflow_call` does.
+    """Execute a queued run in this process (a worker), as `workflow_call` does; a run that
+    was decided at an approval node goes on from there (its arguments are then its saved
+    state's: `arguments` is None).
 
     The run is claimed with a conditional update, so a task delivered twice, or one for a
     run cancelled (or reaped) meanwhile, executes nothing: then None.
@@ -302,8 +308,18 @@ def run_execute(*, run_id: int, arguments: Any) -> RunOutcome | None:
     if not claimed:
         logger.info("Run %s is not queued any more (cancelled or taken): skipped", run_id)
         return None
+    return run_resume(run_id, arguments)
+
+
+def run_resume(run_id: int, arguments: Any = None) -> RunOutcome:
+    """Execute a run this process has claimed (status running): from its approval node when
+    it was decided there, else from its entry with `arguments`."""
     run = Run.objects.select_related("version").get(pk=run_id)
-    return _execute(run, _prepare(run.version), arguments, None, None)
+    resume = None
+    resumed = resume_of(run_id)
+    if resumed is not None:
+        arguments, resume = resumed
+    return _execute(run, _prepare(run.version), arguments, None, None, resume)
 
 
 def _execute(
@@ -312,13 +328,18 @@ def _execute(
     arguments: Any,
     progress: Progress | None,
     cancel: CancelToken | None,
+    resume: Resume | None = None,
 ) -> RunOutcome:
-    """Run the engine on a started run, with its heartbeat, and record how it ended."""
-    recorder = HistoryRecorder(run, progress, _secrets(prepared, arguments))
+    """Run the engine on a started run, with its heartbeat, and record how it ended (or that
+    it waits at an approval node)."""
+    secrets = _secrets(prepared, arguments)
+    waiting_index = len(resume.executions) if resume is not None else None
+    recorder = HistoryRecorder(run, progress, secrets, waiting_index)
     # Capped here, not when the version was saved: a workflow stored before a ceiling was
     # lowered still runs, within the ceiling in force now.
     limits = limits_for_run(prepared.limits)
-    started = time.perf_counter()
+    # A resumed run's duration counts its time before the wait, not the wait.
+    started = time.perf_counter() - (resume.elapsed_ms / 1000 if resume is not None else 0.0)
     calls_carry = lineage.downstream_lineage(run.lineage, run.workflow_name, run.pk)
     with liveness.registry.watching(run.pk, cancel) as token, traced_run(run, recorder) as traced:
         try:
@@ -330,6 +351,7 @@ def _execute(
                 observer=traced.observer,
                 cancel=token,
                 mocked=_mocked(run.mocks),
+                resume=resume,
             )
         except GraphRunError as exc:
             error = ceiling_explained(exc, prepared.limits, limits)
@@ -341,7 +363,24 @@ def _execute(
         except BaseException:
             _finish(run, recorder, started, failure="The server was interrupted during the run.")
             raise
+    if isinstance(result, Paused):
+        return _wait(run, recorder, started, result, arguments)
     return _finish(run, recorder, started, result=result)
+
+
+def _wait(
+    run: Run, recorder: HistoryRecorder, started: float, paused: Paused, arguments: Any
+) -> RunOutcome:
+    """The run reached an approval node: it waits, holding nothing but its saved state."""
+    recorder.flush()
+    try:
+        approval = wait_begin(run, paused, arguments, recorder.node_count)
+    except WaitLost as exc:
+        logger.warning("%s", exc)
+        status = Run.objects.values_list("status", flat=True).get(pk=run.pk)
+        return RunOutcome(run.pk, status, error=str(exc))
+    notify_waiting(approval, run.workflow_name)
+    return RunOutcome(run.pk, Run.Status.WAITING)
 
 
 def _finish(

@@ -42,6 +42,12 @@ NODE_SECONDS = telemetry.histogram(
     "Durations of node executions, by node type (entry, mcp, transform, switch, exit).",
     ["type", "status"],
 )
+DECISIONS = telemetry.counter(
+    "switchyard_approval_decisions_total",
+    "Decisions taken at approval nodes, by outcome (approved, rejected, timeout) and by whom "
+    "(user, api_key, client, timer).",
+    ["decision", "by"],
+)
 TEST_RUN = "test"
 # The names `labelled_workflows` chose, with the snapshot and the limit they were chosen from.
 _labelled: tuple[dict[str, WorkflowTool], int, frozenset[str]] | None = None
@@ -91,6 +97,14 @@ def run_finished(run: Run) -> None:
         telemetry.emit("run_end", fields)
 
 
+def decision_taken(decision: str, by_kind: str) -> None:
+    """A run waiting at an approval node was decided (graphs/execution/approvals/)."""
+    if telemetry.metrics_enabled():
+        DECISIONS.child(decision, by_kind).inc()
+    if telemetry.json_logs():
+        telemetry.emit("approval_decided", {"decision": decision, "by": by_kind})
+
+
 def node_finished(record: NodeRecord, status: str) -> None:
     """A node execution ended (`graphs.execution.recorder`)."""
     if telemetry.metrics_enabled():
@@ -98,18 +112,19 @@ def node_finished(record: NodeRecord, status: str) -> None:
 
 
 class RunQueueCollector(Collector):
-    """At each scrape: the runs waiting for a worker (status queued) and running, from the
-    database, and the length of the Celery queue when the broker is Redis (with RabbitMQ it
-    is not read here: use RabbitMQ's own exporter)."""
+    """At each scrape: the runs waiting for a worker (status queued), running, and waiting
+    for approval, from the database, and the length of the Celery queue when the broker is
+    Redis (with RabbitMQ it is not read here: use RabbitMQ's own exporter)."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         counts = {
             str(status): Run.objects.filter(status=status).count()
-            for status in (Run.Status.QUEUED, Run.Status.RUNNING)
+            for status in (Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.WAITING)
         }
         runs = GaugeMetricFamily(
             "switchyard_runs_in_status",
-            "Runs now queued (waiting for a worker) or running, from the database.",
+            "Runs now queued (waiting for a worker), running, or waiting for approval, from "
+            "the database.",
             labels=["status"],
         )
         for status, count in counts.items():

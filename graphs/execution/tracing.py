@@ -239,10 +239,16 @@ class TracingObserver:
         self.inner.run_started(tool_name, arguments)
 
     def node_started(self, record: NodeRecord) -> None:
+        self.node_started_at(record, None)
+        self.inner.node_started(record)
+
+    def node_started_at(self, record: NodeRecord, start_time: int | None) -> None:
+        """Open the node's span (from `start_time`, ns since the epoch; None: now)."""
         self.close_node()
         span = TRACER.start_span(
             f"node {record.node_type} {record.node_id}",
             context=self.run_context,
+            start_time=start_time,
             attributes={
                 "switchyard.node.id": record.node_id,
                 "switchyard.node.type": record.node_type,
@@ -252,15 +258,23 @@ class TracingObserver:
         )
         self.node_span = span
         self.node_context = trace.set_span_in_context(span, self.run_context)
-        self.inner.node_started(record)
 
     def node_finished(self, record: NodeRecord) -> None:
         self.inner.node_finished(record)
+        if self.node_span is None and record.node_type == "approval":
+            # A resumed run's approval node: its span covers the wait, from when it began.
+            self.node_started_at(record, int(record.started_at * 1e9))
         self._end_node(record)
 
     def node_failed(self, record: NodeRecord) -> None:
         self.inner.node_failed(record)
         self._end_node(record)
+
+    def node_waiting(self, record: NodeRecord) -> None:
+        self.inner.node_waiting(record)
+        if self.node_span is not None:
+            self.node_span.set_attribute("switchyard.node.waiting", True)
+        self.close_node()
 
     def run_finished(self, result: Any, error: GraphRunError | None) -> None:
         self.ended, self.error = True, error

@@ -53,6 +53,7 @@ _TASK_ID = re.compile(r"run-([1-9][0-9]{0,17})")
 _STATUS: dict[str, str] = {
     Run.Status.QUEUED: "working",
     Run.Status.RUNNING: "working",
+    Run.Status.WAITING: "working",
     Run.Status.SUCCEEDED: "completed",
     Run.Status.FAILED: "completed",
     Run.Status.TIMED_OUT: "completed",
@@ -104,6 +105,7 @@ def _task(state: RunState) -> dict[str, Any]:
     messages: dict[str, str] = {
         Run.Status.QUEUED: "Queued: waiting for a worker.",
         Run.Status.RUNNING: "Running.",
+        Run.Status.WAITING: "Waiting for approval.",
     }
     message = messages.get(state.status, f"The run ended {state.status}.")
     return {

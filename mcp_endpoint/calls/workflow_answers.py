@@ -70,8 +70,17 @@ def error_result(message: str, run_id: int | None = None) -> types.CallToolResul
 
 
 def still_going(name: str, run_id: int, status: str) -> types.CallToolResult:
-    """The answer to a call whose run (`queued` or `running`) outlasted
+    """The answer to a call whose run (`queued`, `running` or `waiting`) outlasted
     GRAPHS_RUN_WAIT_SECONDS."""
+    if status == Run.Status.WAITING:
+        return error_result(
+            f"Workflow {name!r} waits for a reviewer's approval (run {run_id}) after "
+            f"{settings.GRAPHS_RUN_WAIT_SECONDS:g} s; it goes on when it is decided, so do not "
+            f"call it again for the same work. Reviewers decide on the Approvals page or with "
+            f"POST /api/v1/runs/{run_id}/decision; its outcome will be in the history as run "
+            f"{run_id} (GET /api/v1/runs/{run_id}).",
+            run_id=run_id,
+        )
     return error_result(
         f"Workflow {name!r} is still {status} after {settings.GRAPHS_RUN_WAIT_SECONDS:g} s "
         f"(run {run_id}); it goes on in the background, so do not call it again for the same "

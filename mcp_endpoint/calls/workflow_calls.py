@@ -26,7 +26,14 @@ from mcp import types
 
 from graphs.engine.nesting import MAX_DEPTH, deeper_than
 from graphs.execution.control import run_cancel
-from graphs.execution.follow import NodeFinished, RunStarted, RunWaiting, Threads, run_follow
+from graphs.execution.follow import (
+    ApprovalAwaited,
+    NodeFinished,
+    RunStarted,
+    RunWaiting,
+    Threads,
+    run_follow,
+)
 from graphs.execution.runs import RunOutcome, RunRequest, WorkflowCallError
 from graphs.execution.toolset import WorkflowTool
 from mcp_endpoint.calls import task_extension, workflow_answers
@@ -86,15 +93,11 @@ def _unanswerable(call: WorkflowCall, run_id: int, why: str) -> Message:
     )
 
 
-def _progress(call: WorkflowCall, node: NodeFinished) -> Message:
+def _progress(call: WorkflowCall, count: int, message: str) -> Message:
     return {
         "jsonrpc": "2.0",
         "method": "notifications/progress",
-        "params": {
-            "progressToken": call.progress_token,
-            "progress": node.count,
-            "message": node.message,
-        },
+        "params": {"progressToken": call.progress_token, "progress": count, "message": message},
     }
 
 
@@ -161,6 +164,12 @@ async def _ended(call: WorkflowCall, outcome: RunOutcome, threads: Threads) -> M
     return response
 
 
+def _awaiting(event: ApprovalAwaited) -> str:
+    waiting = event.waiting
+    who = "its caller's answer" if waiting.approvers == "caller" else "approval"
+    return f"waiting for {who} at node {waiting.node}: {waiting.message}"[:500]
+
+
 async def follow(call: WorkflowCall, threads: Threads) -> AsyncIterator[Message]:
     """The messages to send for a call after the core's: its progress as it happens, then
     its response. Closing the iterator early (the client left) cancels the run when the
@@ -178,6 +187,7 @@ async def follow(call: WorkflowCall, threads: Threads) -> AsyncIterator[Message]
     started: RunStarted | None = None
     waiting: RunWaiting | None = None
     response: Message | None = None
+    count = 0  # nodes reported so far
     try:
         while response is None:
             deadline = min(give_up_at, task_at if started is not None else math.inf)
@@ -190,7 +200,12 @@ async def follow(call: WorkflowCall, threads: Threads) -> AsyncIterator[Message]
                 response = _tool_response(call, workflow_answers.error_result(str(exc)))
             else:
                 if isinstance(event, NodeFinished):
-                    yield _progress(call, event)
+                    count = event.count
+                    yield _progress(call, count, event.message)
+                elif isinstance(event, ApprovalAwaited):
+                    started = RunStarted(event.waiting.run_id, "waiting")
+                    if call.progress_token is not None:
+                        yield _progress(call, count, _awaiting(event))
                 elif isinstance(event, RunStarted):
                     started = event
                 elif isinstance(event, RunWaiting):

@@ -1,0 +1,92 @@
+"""The timer of approvals' timeouts: one daemon thread per process, durable by the database.
+
+A timeout is a row, not a timer in memory: `Approval.timeout_at` of an undecided approval.
+Each process that serves calls or runs (the ASGI app at start-up, a Celery worker, stdio)
+runs this thread: it reads the earliest due time (one indexed query), fires what is due
+(`decisions.timeout_fire`: a conditional update, so of several processes one fires it), and
+sleeps until the next due time, never longer than APPROVAL_TIMER_POLL_SECONDS, so that a
+timeout set by another process, or left by one that stopped, fires within that of its time;
+one set here wakes the thread at once. After a restart the rows are still there.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+from django.conf import settings
+from django.db import close_old_connections, connection
+from django.utils import timezone
+
+from graphs.execution.approvals.decisions import timeout_fire
+from graphs.models import Approval, Run
+
+logger = logging.getLogger(__name__)
+
+# How many due approvals one look fires at most before looking again.
+_BATCH = 50
+
+
+class _Timer:
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+
+    def reset(self) -> None:
+        """Forget the thread (in a forked child: the parent's is not ours)."""
+        self._thread = None
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Run the timer in this process (once; later calls do nothing)."""
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._thread = threading.Thread(target=self._loop, name="approval-timer", daemon=True)
+            self._thread.start()
+
+    def wake(self) -> None:
+        """Look again now: a timeout was just set here (starts the timer if need be)."""
+        self.start()
+        self._wake.set()
+
+    def _loop(self) -> None:
+        try:
+            while True:
+                try:
+                    pause = self.tick()
+                except Exception:
+                    # A database hiccup must not stop the timer; it looks again shortly.
+                    logger.exception("The approval timer's look failed")
+                    pause = settings.APPROVAL_TIMER_POLL_SECONDS
+                self._wake.wait(pause)
+                self._wake.clear()
+        finally:
+            connection.close()
+
+    @staticmethod
+    def tick() -> float:
+        """Fire the timeouts due now; how long to sleep until the next look."""
+        close_old_connections()
+        poll = float(settings.APPROVAL_TIMER_POLL_SECONDS)
+        earliest = (
+            Approval.objects.filter(
+                decision="", timeout_at__isnull=False, run__status=Run.Status.WAITING
+            )
+            .order_by("timeout_at")
+            .values_list("run_id", "timeout_at")[:_BATCH]
+        )
+        for run_id, due in earliest:
+            assert due is not None  # filtered so
+            left = (due - timezone.now()).total_seconds()
+            if left > 0:
+                return min(left, poll)
+            timeout_fire(run_id)
+        return 0.0 if len(earliest) == _BATCH else poll
+
+
+timer = _Timer()
+os.register_at_fork(after_in_child=timer.reset)
