@@ -31,7 +31,7 @@ from graphs.engine.nesting import cut_to_depth
 from graphs.execution.control import RunNotFound
 from graphs.history.keyset import TOKEN_PATTERN, Cursor, run_page
 from graphs.history.selectors import RunFilters, Step, run_steps, runs_filtered
-from graphs.models import NodeExecution, Run, Workflow
+from graphs.models import Approval, NodeExecution, Run, Workflow
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
@@ -86,6 +86,10 @@ class RunDetail:
     # Pass it back as `cursor` for the executions after these; None once the run has ended
     # and every execution was served (while it is active, more may come).
     next_cursor: str | None
+    # Every approval node the run reached, decided or not, oldest first.
+    approvals: list[dict[str, Any]]
+    # What the run waits for now (the undecided approval of a waiting run), else None.
+    waiting_for: dict[str, Any] | None
 
     def as_dict(self) -> dict[str, Any]:
         """The run and its page as API clients receive them (`run_schemas.RunDetailOut`)."""
@@ -93,6 +97,8 @@ class RunDetail:
             "run": self.run,
             "node_executions": self.node_executions,
             "next_cursor": self.next_cursor,
+            "approvals": self.approvals,
+            "waiting_for": self.waiting_for,
         }
 
 
@@ -223,7 +229,8 @@ def run_read(
 ) -> RunDetail:
     """A run and its node executions in execution order, `limit` of them from the cursor's
     position (the first when no cursor), each with its input; fewer when the JSON of the run
-    and of them would pass `max_bytes` (never none, if there are any). Two queries."""
+    and of them would pass `max_bytes` (never none, if there are any), and the approvals it
+    reached. Three queries."""
     _check_limit(limit)
     start = 0
     if cursor is not None:
@@ -255,7 +262,38 @@ def run_read(
     next_cursor = None
     if (more or run.status in Run.ACTIVE) and _STEPS.fullmatch(str(following)):
         next_cursor = str(following)
-    return RunDetail(record, executions, next_cursor)
+    approvals = approval_records(run)
+    waiting = None
+    if run.status == Run.Status.WAITING and approvals and approvals[-1]["decision"] is None:
+        waiting = approvals[-1]
+    return RunDetail(record, executions, next_cursor, approvals, waiting)
+
+
+def approval_records(run: Run) -> list[dict[str, Any]]:
+    """The approval nodes a run reached, oldest first: what was asked, the wait (from, until,
+    how long) and the decision (who, the comment, the form)."""
+    records = []
+    for approval in Approval.objects.filter(run=run).defer("state").order_by("index"):
+        until = approval.decided_at
+        waited = (until - approval.created_at).total_seconds() * 1000 if until else None
+        records.append(
+            {
+                "node": approval.node_id,
+                "iteration": approval.iteration,
+                "message": approval.message,
+                "form": approval.form,
+                "approvers": approval.approvers,
+                "since": approval.created_at,
+                "timeout_at": approval.timeout_at,
+                "until": until,
+                "waited_ms": waited,
+                "decision": approval.decision or None,
+                "by": approval.decided_by,
+                "comment": approval.comment,
+                "form_values": approval.form_values,
+            }
+        )
+    return records
 
 
 def run_record(run: Run) -> dict[str, Any]:

@@ -90,7 +90,7 @@ class NodeExecutionOut(BaseModel):
 
     index: int = Field(description="Its position in the run's execution order, from 0.")
     node_id: str
-    node_type: str = Field(description="entry, mcp, transform, switch or exit.")
+    node_type: str = Field(description="entry, mcp, transform, switch, approval or exit.")
     iteration: int = Field(description="How many times this node had run, this one included.")
     status: ExecutionStatus
     input: Any = Field(description="The previous execution's output, or the run's arguments.")
@@ -104,6 +104,30 @@ class NodeExecutionOut(BaseModel):
     duration_ms: float | None
 
 
+class DeciderOut(BaseModel):
+    kind: str = Field(description="user, api_key or client.")
+    id: str
+    name: str
+
+
+class ApprovalOut(BaseModel):
+    """An approval node the run reached: what was asked, the wait and its decision."""
+
+    node: str
+    iteration: int
+    message: str = Field(description="What the person is asked (the node's message).")
+    form: dict[str, Any] | None = Field(description="The form's JSON Schema, if it has one.")
+    approvers: str = Field(description="reviewers or caller.")
+    since: Timestamp = Field(description="When the run began to wait.")
+    timeout_at: Timestamp | None = Field(description="When the wait times out, if it does.")
+    until: Timestamp | None = Field(description="When it was decided; null while waiting.")
+    waited_ms: float | None = Field(description="How long the run waited.")
+    decision: str | None = Field(description="approved, rejected or timeout; null while waiting.")
+    by: DeciderOut | None = Field(description="Who decided; null for a timeout.")
+    comment: str
+    form_values: dict[str, Any] | None = Field(description="The form as it was filled in.")
+
+
 class RunDetailOut(BaseModel):
     run: RunOut
     node_executions: list[NodeExecutionOut] = Field(description="In execution order.")
@@ -112,6 +136,13 @@ class RunDetailOut(BaseModel):
             "Pass it back as cursor for the executions that follow; null once the run has "
             "ended and all were served (while it runs, it is where the next ones will be)."
         )
+    )
+    approvals: list[ApprovalOut] = Field(
+        default_factory=list, description="The approval nodes the run reached, oldest first."
+    )
+    waiting_for: ApprovalOut | None = Field(
+        default=None,
+        description="What a waiting run waits for (decide it: POST /api/v1/runs/{id}/decision).",
     )
 
 

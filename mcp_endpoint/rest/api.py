@@ -66,7 +66,7 @@ api = NinjaAPI(
     description=(
         "REST access to the node knowledge tools, the workflows and their runs. Send "
         "`Authorization: Bearer KEY` or "
-        "`X-API-Key: KEY`; keys carry scopes (tools:read, tools:execute, runs:read, "
+        "`X-API-Key: KEY`; keys carry scopes (tools:read, tools:execute, runs:read, runs:decide, "
         "health:check)."
     ),
 )

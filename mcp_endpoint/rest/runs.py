@@ -2,7 +2,9 @@
 
 `GET /api/v1/runs` pages through every run, newest first, and `GET /api/v1/runs/{id}` reads one with
 a page of its node executions (scope runs:read, any caller's runs); `POST /api/v1/runs/{id}/cancel`
-stops a run the key started (scope tools:execute). The reads and their checks are
+stops a run the key started (scope tools:execute); `POST /api/v1/runs/{id}/decision` approves or
+rejects a run waiting at an approval node for reviewers (scope runs:decide; not by the key that
+started it, graphs/execution/approvals/decisions.py). The reads and their checks are
 graphs/history/run_api_queries.py, and the shapes of their answers graphs/history/run_schemas.py,
 which the MCP tools `list_runs` and `get_run` share (mcp_endpoint/features/run_tools.py); these
 routes parse, call and format. Imported by api.py when it mounts the router, after it has defined
@@ -13,11 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from django.http import HttpRequest
-from ninja import Query, Router, Schema
+from ninja import Field, Query, Router, Schema
 
+from graphs.execution.approvals.decisions import DecisionError, decide, decider_of
 from graphs.execution.control import RunNotFound, run_cancel
 from graphs.history.run_api_queries import (
     DEFAULT_PAGE,
@@ -35,7 +39,14 @@ from graphs.history.run_schemas import (
     RunStatusQuery,
     StepsCursor,
 )
-from mcp_endpoint.rest.common import INVALID, KEYED, ApiRefusal, responses, rest_caller
+from mcp_endpoint.rest.common import (
+    INVALID,
+    INVALID_BODY,
+    KEYED,
+    ApiRefusal,
+    responses,
+    rest_caller,
+)
 
 router = Router(tags=["runs"])
 
@@ -49,6 +60,26 @@ class CancelOut(Schema):
 
     run_id: int
     status: str
+    message: str
+
+
+class DecisionIn(Schema):
+    """A reviewer's decision on a run waiting at an approval node."""
+
+    decision: str = Field(description="approved or rejected.", max_length=16)
+    comment: str = Field("", description="Why; recorded with the decision.", max_length=2000)
+    form: dict[str, Any] | None = Field(
+        None, description="The node's form, filled in (its schema: waiting_for.form)."
+    )
+
+
+class DecisionOut(Schema):
+    """A decision taken: the run goes on along its route."""
+
+    run_id: int
+    decision: str
+    by: dict[str, str] | None
+    decided_at: datetime
     message: str
 
 
@@ -140,4 +171,28 @@ def cancel_run(request: HttpRequest, run_id: int) -> dict[str, Any]:
         "run_id": cancellation.run_id,
         "status": cancellation.status,
         "message": cancellation.message,
+    }
+
+
+@router.post(
+    "/runs/{run_id}/decision",
+    summary="Approve or reject a run waiting for reviewers (scope runs:decide)",
+    response=responses(DecisionOut, *KEYED, 404, 409, *INVALID_BODY),
+)
+def decide_run(request: HttpRequest, run_id: int, body: DecisionIn) -> dict[str, Any]:
+    caller = rest_caller(request, "runs:decide")
+    try:
+        decided = decide(
+            run_id, body.decision, decider_of(caller), comment=body.comment, form=body.form
+        )
+    except DecisionError as exc:
+        raise ApiRefusal(exc.status, exc.message) from None
+    return {
+        "run_id": decided.run_id,
+        "decision": decided.decision,
+        "by": decided.by,
+        "decided_at": decided.decided_at,
+        "message": (
+            f"Run {run_id} {decided.decision}: it goes on; read it at GET /api/v1/runs/{run_id}."
+        ),
     }
