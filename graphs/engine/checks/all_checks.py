@@ -5,9 +5,9 @@ Plain Python: what it knows of servers, limits and the workflow being replaced i
 checks, the same words), then goes on where import stops: the tools each `mcp` node calls and their
 schemas (graphs/engine/checks/calls.py), what each expression reads (graphs/engine/checks/flow.py),
 how a run ends: its paths to the exit and the value returned (graphs/engine/checks/exits.py), the
-server's limit ceilings, and changes that break the callers of the workflow it replaces. Each
-problem is a ``Problem`` (problems.py) pointing into the definition as submitted, in its own file
-form.
+server's limit ceilings and its ceiling on how long an approval node waits, and changes that break
+the callers of the workflow it replaces. Each problem is a ``Problem`` (problems.py) pointing into
+the definition as submitted, in its own file form.
 
 Hostile input is bounded: a definition larger or deeper than an import accepts is refused
 before it is read, the JSONata parsed is bounded (``MAX_EXPRESSION_CHARS``,
@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from graphs.engine.checks.approval_nodes import timeout_above_ceiling
 from graphs.engine.checks.calls import Servers, call_problems
 from graphs.engine.checks.exits import exit_problems, path_problems
 from graphs.engine.checks.flow import (
@@ -97,6 +98,7 @@ def validate_document(
     tools_of: Callable[[str], Mapping[str, ToolSchema] | None],
     registered_servers: Collection[str] = (),
     ceilings: Sequence[LimitCeiling] = (),
+    approval_timeout_ceiling: LimitCeiling | None = None,
     previous: Mapping[str, ToolSchema] | None = None,
     max_problems: int = MAX_PROBLEMS,
 ) -> list[Problem]:
@@ -108,6 +110,8 @@ def validate_document(
     - ``registered_servers``: the registered providers' names, which a node may name
       without the definition declaring them;
     - ``ceilings``: the server's ceilings on `executionLimits`;
+    - ``approval_timeout_ceiling``: the longest `timeoutMs` an approval node may have (its
+      key is ``timeoutMs``);
     - ``previous``: tool name → the schemas of the workflow a tool replaces, whose callers
       a change may break.
     """
@@ -125,6 +129,8 @@ def validate_document(
         if problem.code != "unknown_server"
     ]
     problems += _limit_problems(reading, ceilings)
+    if approval_timeout_ceiling is not None:
+        problems += _timeout_problems(reading, approval_timeout_ceiling)
     section = reading.document.get("mcpServers")
     servers = Servers(
         declared=[str(name) for name in section] if isinstance(section, Mapping) else [],
@@ -217,6 +223,22 @@ def _limit_problems(reading: DefinitionReading, ceilings: Sequence[LimitCeiling]
         message = limit_above_ceiling_message(ceiling.key, value, ceiling.value, ceiling.setting)
         problems.append(error("limit_above_ceiling", message, at, fix=fix))
     return problems
+
+
+def _timeout_problems(reading: DefinitionReading, ceiling: LimitCeiling) -> list[Problem]:
+    """Approval nodes that would wait longer than the server allows."""
+    return [
+        problem
+        for tool in reading.tools
+        for node, layout in zip(tool.graph.nodes, tool.layouts, strict=True)
+        if (
+            found := timeout_above_ceiling(
+                tool.graph.name, node, layout.keys, ceiling.value, ceiling.setting
+            )
+        )
+        is not None
+        for problem in found.problems
+    ]
 
 
 def _breaking_problems(

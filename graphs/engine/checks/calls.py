@@ -267,6 +267,7 @@ def _origin(origin: str) -> str:
         "entry": "the tool's inputSchema",
         "tool": "an upstream tool's outputSchema",
         "transform": "what an upstream transform builds",
+        "approval": "an upstream approval's decision",
     }.get(origin, origin)
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphs.engine.arguments import Evaluated
+from graphs.engine.checks.approval_nodes import approval_output_schema
 from graphs.engine.checks.paths import Precedence, reachable
 from graphs.engine.checks.problems import Keys, Problem, error, op_replace, warning
 from graphs.engine.checks.structure import NodeLayout
@@ -127,6 +128,8 @@ class ToolContext:
         elif node.type == "switch":
             targets = [target for _, target in node.targets() if isinstance(target, str)]
             shape = Inferred({"type": "string", "enum": targets}, "transform")
+        elif node.type == "approval":
+            shape = Inferred(approval_output_schema(node), "approval")
         self._shapes[node_id] = shape
         return shape
 
@@ -136,13 +139,8 @@ class ToolContext:
             if compiled is None:
                 continue
             if compiled.expression is not None:
-                yield Site(
-                    node,
-                    compiled.expression,
-                    layout.keys("transform.expr"),
-                    "transform.expr",
-                    True,
-                )
+                field = "message" if node.type == "approval" else "transform.expr"
+                yield Site(node, compiled.expression, layout.keys(field), field, True)
             yield from _args_sites(node, layout, compiled.args)
             for index, rule in enumerate(compiled.rules):
                 base = layout.keys(f"conditions[{index}].rule")
@@ -319,6 +317,8 @@ def _described(context: ToolContext, node_id: str, shape: Inferred) -> str:
         return f"the entry {node_id!r} (the tool's inputSchema)"
     if shape.origin == "tool":
         return f"the output of {node_id!r} (its tool's outputSchema)"
+    if shape.origin == "approval":
+        return f"the output of approval {node_id!r}"
     return f"the value node {node_id!r} builds"
 
 

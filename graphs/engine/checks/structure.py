@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from graphs.engine.checks.approval_nodes import approval_findings
 from graphs.engine.checks.paths import reachable
 from graphs.engine.checks.problems import Finding, Keys, error, finding, op_add, op_replace
 from graphs.engine.definition import NODE_TYPES, Node, ToolGraph
@@ -28,6 +29,7 @@ _REQUIRED = {
     "mcp": ("server", "tool", "next"),
     "transform": ("expr", "next"),
     "switch": (),
+    "approval": (),  # its message is approval_findings's: it says how to write one
     "exit": (),
 }
 _FIELD_NAMES = {"expr": "transform.expr"}  # where a Node field is written in YAML
@@ -39,11 +41,14 @@ class NodeLayout:
     """Where a node is written in the (nested) document: ``at`` is its pointer's keys,
     ``conditions`` the index in the written list of each of its parsed conditions, and
     ``default`` where its default target is written (a last condition without `rule` is
-    the reference implementation's way of giving it)."""
+    the reference implementation's way of giving it). ``unread`` are fields parsing could
+    not read and has reported (an approval's `routes` that is not a mapping), which the
+    checks of their contents then leave alone."""
 
     at: Keys
     conditions: tuple[int, ...] = ()
     default: Keys = ("default",)
+    unread: frozenset[str] = frozenset()
 
     def keys(self, field: str | None) -> Keys:
         """The pointer keys of a field named as the messages name it: ``next``,
@@ -209,6 +214,8 @@ def _node_findings(
         )
     if node.type == "mcp":
         found += _call_findings(name, node, layout)
+    if node.type == "approval":
+        found += approval_findings(name, node, layout.keys, layout.unread)
     return found
 
 
@@ -242,7 +249,9 @@ def _strings(node: Node) -> list[tuple[str, object]]:
     """The (field, value) pairs of a node that must be strings when they are set."""
     fields = [("next", node.next), ("server", node.server), ("tool", node.tool)]
     fields += [("transform.expr", node.expr), ("default", node.default)]
-    fields += [(field, target) for field, target in node.targets() if field.startswith("cond")]
+    fields += [
+        (field, target) for field, target in node.targets() if field.startswith(("cond", "routes."))
+    ]
     return [(field, value) for field, value in fields if value is not None]
 
 
@@ -334,8 +343,8 @@ def _unreachable_findings(
         finding(
             "unreachable_node",
             located(tool.name, node.id),
-            f"unreachable from the entry node {entry!r}; point a `next`, a switch target or "
-            "a `default` at it, or remove it",
+            f"unreachable from the entry node {entry!r}; point a `next`, a switch target, a "
+            "`default` or an approval's route at it, or remove it",
             layout.at,
             node=node.id,
         )

@@ -114,7 +114,8 @@ def nested_form_findings(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], lis
 
 
 def _targets(node: Mapping[str, Any]) -> Iterator[str]:
-    """The ids a node may go to next: `next`, each condition's `target`, `default`."""
+    """The ids a node may go to next: `next`, each condition's `target`, `default`, an
+    approval's `routes`."""
     for key in ("next", "default"):
         if isinstance(node.get(key), str):
             yield node[key]
@@ -122,3 +123,7 @@ def _targets(node: Mapping[str, Any]) -> Iterator[str]:
     for condition in conditions if isinstance(conditions, list) else ():
         if isinstance(condition, Mapping) and isinstance(condition.get("target"), str):
             yield condition["target"]
+    routes = node.get("routes")
+    for target in routes.values() if isinstance(routes, Mapping) else ():
+        if isinstance(target, str):
+            yield target

@@ -50,6 +50,7 @@ from graphs.engine.definition import (
 )
 from graphs.engine.errors import DefinitionError, located
 from graphs.engine.exit_values import exit_findings
+from graphs.engine.format.approval_reading import read_approval
 from graphs.engine.format.flat_form import nested_form_findings
 from graphs.engine.format.loading import load_yaml
 from graphs.engine.format.sections import (
@@ -71,6 +72,7 @@ _NODE_KEYS = {
     "mcp": ("id", "type", "server", "tool", "args", "next", "timeout", "retry"),
     "transform": ("id", "type", "transform", "next"),
     "switch": ("id", "type", "conditions", "default"),
+    "approval": ("id", "type", "message", "approvers", "form", "timeoutMs", "routes"),
 }
 
 
@@ -317,6 +319,10 @@ def _node(
     elif node_type == "switch":
         switch_fields, layout = _switch_fields(raw, tool, node_id, found, at)
         fields.update(switch_fields)
+    elif node_type == "approval":
+        approval_fields, unread = read_approval(raw, tool, node_id, found, at)
+        fields.update(approval_fields)
+        layout = NodeLayout(at, unread=unread)
     return Node(node_id, node_type, **fields), layout
 
 

@@ -71,6 +71,14 @@ def _node_to_dict(node: Node) -> dict[str, Any]:
         ]
         if node.default is not None:
             result["default"] = node.default
+    elif node.type == "approval":
+        # Who decides is always written: it is what a reader of the node most needs to know.
+        result.update(message=node.message, approvers=node.approvers)
+        if node.form is not None:
+            result["form"] = copy.deepcopy(node.form)
+        if node.timeout_ms is not None:
+            result["timeoutMs"] = node.timeout_ms
+        result["routes"] = dict(node.routes)
     if node.next is not None:
         result["next"] = node.next
     return result

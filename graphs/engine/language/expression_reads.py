@@ -51,7 +51,7 @@ _NUMERIC = ("+", "-", "*", "/", "%")
 _BOOLEAN = ("=", "!=", "<", "<=", ">", ">=", "and", "or", "in")
 
 #: Where a value's type comes from: the expression itself, or an upstream output's schema.
-Origin = str  # "expression", "entry", "tool", "transform"
+Origin = str  # "expression", "entry", "tool", "transform", "approval"
 
 
 @dataclass(frozen=True)

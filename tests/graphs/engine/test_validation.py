@@ -180,7 +180,7 @@ def test_an_unknown_node_type_lists_the_types():
 
     assert problem == (
         "tool 't', node 'loop', field 'type': unknown node type 'while'; use one of entry, mcp, "
-        "transform, switch, exit"
+        "transform, switch, approval, exit"
     )
 
 
