@@ -25,7 +25,11 @@ COLORS = {
     "mcp": "#ede9fe",
     "transform": "#dcfce7",
     "switch": "#fef9c3",
+    "approval": "#ffedd5",
 }
+# Corner radius of a node's box by type: an approval, where a run waits for a person, is drawn
+# as a pill, so that it stands out from the boxes that run on their own.
+CORNERS = {"approval": BOX_HEIGHT / 2}
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,8 @@ class Edge:
 
 
 def graph_edges(nodes: Iterable[Mapping[str, Any]]) -> list[Edge]:
-    """The edges of a node list in the YAML format: `next`, switch conditions and default."""
+    """The edges of a node list in the YAML format: `next`, switch conditions and default,
+    and an approval's routes, each labelled with its decision."""
     edges = []
     for node in nodes:
         source = node["id"]
@@ -46,6 +51,13 @@ def graph_edges(nodes: Iterable[Mapping[str, Any]]) -> list[Edge]:
             edges.append(Edge(source, condition["target"], str(position + 1)))
         if node.get("default"):
             edges.append(Edge(source, node["default"], "default"))
+        # Decisions going to the same node share one edge, labelled with all of them.
+        decided: dict[str, list[str]] = {}
+        routes = node.get("routes")
+        for decision, target in routes.items() if isinstance(routes, Mapping) else ():
+            if isinstance(target, str):
+                decided.setdefault(target, []).append(str(decision))
+        edges += [Edge(source, target, " / ".join(names)) for target, names in decided.items()]
     return edges
 
 
@@ -140,10 +152,11 @@ def draw_graph(
         stroke = {"failed": "#dc2626", "visited": "#2563eb"}.get(state, "#64748b")
         stroke_width = 3 if state else 1
         fill = COLORS.get(str(node.get("type")), "#f1f5f9")
+        corner = CORNERS.get(str(node.get("type")), 6)
         parts.append(
             f'<g class="node {escape(state)}" data-node-id="{escape(node_id)}">'
             f"<title>{escape(node_id)} ({escape(str(node.get('type')))})</title>"
-            f'<rect x="{x}" y="{y}" width="{BOX_WIDTH}" height="{BOX_HEIGHT}" rx="6" '
+            f'<rect x="{x}" y="{y}" width="{BOX_WIDTH}" height="{BOX_HEIGHT}" rx="{corner}" '
             f'fill="{fill}" stroke="{stroke}" stroke-width="{stroke_width}"/>'
             f'<text x="{x + BOX_WIDTH / 2}" y="{y + 18}" text-anchor="middle" '
             f'font-weight="bold">{escape(_fit(node_id))}</text>'
@@ -161,4 +174,6 @@ def _fit(text: str, limit: int = 22) -> str:
 def _subtitle(node: Mapping[str, Any]) -> str:
     if node.get("type") == "mcp":
         return _fit(f"{node.get('server')}.{node.get('tool')}")
+    if node.get("type") == "approval":
+        return _fit(f"approval by {node.get('approvers') or 'reviewers'}")
     return str(node.get("type"))

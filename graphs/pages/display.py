@@ -109,7 +109,8 @@ class Evaluated:
 
 def evaluated(node_type: str, detail: Any) -> Evaluated:
     """The `detail` of a node execution: mcp `{server, tool, arguments}`, transform `{expr}`,
-    switch `{target, matched}` (a condition's 0-based position, or "default")."""
+    switch `{target, matched}` (a condition's 0-based position, or "default"), approval
+    `{approvers, form, timeout_ms, message}` (and `mocked` in a test run)."""
     if not isinstance(detail, dict) or detail.get(TRUNCATED_KEY) is True:
         return Evaluated(label="Evaluated", value=detail) if detail is not None else Evaluated()
     if node_type == "mcp":
@@ -124,6 +125,15 @@ def evaluated(node_type: str, detail: Any) -> Evaluated:
         matched = detail.get("matched")
         rule = f"condition {matched + 1}" if isinstance(matched, int) else str(matched)
         return Evaluated(summary=f"→ {detail.get('target')} ({rule})")
+    if node_type == "approval":
+        who = detail.get("approvers") or "reviewers"
+        summary = "decision mocked" if detail.get("mocked") else f"asks the {who}"
+        asked = {
+            key: detail[key]
+            for key in ("message", "form", "timeout_ms")
+            if detail.get(key) is not None
+        }
+        return Evaluated(summary=summary, label="Asked", value=asked or None)
     return Evaluated(label="Evaluated", value=detail)
 
 
