@@ -22,6 +22,7 @@ django_application = get_asgi_application()
 # beside two long runs. 1 ms costs the long runs little and the short ones much less.
 sys.setswitchinterval(0.001)
 
+from graphs.execution.approvals.timer import timer as approval_timer  # noqa: E402
 from mcp_endpoint.transports.asgi import mcp_app, sse_app  # noqa: E402  (needs Django set up first)
 from mcp_endpoint.transports.sse import MESSAGES_PATH, STREAM_PATH  # noqa: E402
 
@@ -39,8 +40,24 @@ async def application(scope, receive, send):
         await sse_app(scope, receive, send)
     elif scope["type"] == "http":
         await _bounded_django(scope, receive, send)
+    elif scope["type"] == "lifespan":
+        await _lifespan(receive, send)
     else:
         await django_application(scope, receive, send)
+
+
+async def _lifespan(receive, send):
+    """Start what works beside the requests: the timer of approvals' timeouts, which must run
+    from the start (after a restart, waiting runs' timeouts are due whether or not a request
+    comes)."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            approval_timer.start()
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
 
 
 async def _bounded_django(scope, receive, send):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from celery.signals import worker_init
+from celery.signals import worker_init, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -23,3 +23,12 @@ def _serve_metrics(**_: object) -> None:
     from nodespecs.telemetry import serve_metrics_port
 
     serve_metrics_port()
+
+
+@worker_ready.connect
+def _start_approval_timer(**_: object) -> None:
+    """A worker fires approvals' timeouts too (graphs/execution/approvals/timer.py), so that
+    queued mode needs no web process for them."""
+    from graphs.execution.approvals.timer import timer
+
+    timer.start()

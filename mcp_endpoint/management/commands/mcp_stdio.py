@@ -10,6 +10,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from graphs.execution.approvals.timer import timer as approval_timer
 from graphs.execution.toolset import workflow_servers
 from mcp_endpoint.transports.stdio import serve
 
@@ -39,6 +40,9 @@ class Command(BaseCommand):
         def write_line(line: str) -> None:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
+
+        # A stdio server is a process of its own: approvals' timeouts fire here too.
+        approval_timer.start()
 
         async def read_line() -> str:
             return await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
