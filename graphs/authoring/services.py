@@ -19,7 +19,11 @@ from graphs.authoring.slugs import slug_base, slug_for
 from graphs.authoring.version_storage import charge_storage, prune_drafts
 from graphs.engine import DefinitionError, ToolGraph, parse_tool, tool_to_dict
 from graphs.execution import toolset
-from graphs.execution.limits import limits_above_ceilings, limits_from_mapping
+from graphs.execution.limits import (
+    approval_timeouts_above_ceiling,
+    limits_above_ceilings,
+    limits_from_mapping,
+)
 from graphs.models import Workflow, WorkflowGroup, WorkflowVersion
 from nodespecs.audit import Action, audit_record, audit_records
 from nodespecs.callers import Caller
@@ -74,9 +78,13 @@ def workflow_check(workflow: Workflow) -> ToolGraph:
                 {"servers": f"No provider for server {', '.join(missing)}: register it first."}
             )
     try:
-        return parse_tool(workflow_tool_mapping(workflow), server_names=workflow.servers.keys())
+        tool = parse_tool(workflow_tool_mapping(workflow), server_names=workflow.servers.keys())
     except DefinitionError as exc:
         raise ValidationError({"nodes": exc.problems}) from None
+    waits_too_long = approval_timeouts_above_ceiling(tool)
+    if waits_too_long:
+        raise ValidationError({"nodes": waits_too_long})
+    return tool
 
 
 @transaction.atomic

@@ -19,7 +19,8 @@ only the database and settings know:
 registered,
   named by a caller who may not start processes, whose host resolves to an address the
   policy refuses (the DNS lookups bounded by a short timeout);
-- the limit ceilings (graphs/execution/limits.py);
+- the limit ceilings, and the ceiling on an approval node's timeoutMs
+  (graphs/execution/limits.py);
 - with `name`, the published version of that workflow, whose callers a change may break.
 
 Nothing is written, and nothing a caller sends makes it raise: text that cannot be read is
@@ -47,7 +48,12 @@ from graphs.engine.checks.all_checks import (
 from graphs.engine.checks.problems import Problem, error, warning
 from graphs.engine.format.loading import Counted, DefinitionTooLarge
 from graphs.engine.format.servers import parse_server, too_many_servers
-from graphs.execution.limits import CEILINGS, limit_ceilings
+from graphs.execution.limits import (
+    APPROVAL_TIMEOUT_SETTING,
+    CEILINGS,
+    approval_timeout_ceiling,
+    limit_ceilings,
+)
 from graphs.models import Workflow
 from nodespecs.callers import Caller
 from nodespecs.downstream.egress import url_refusals
@@ -99,6 +105,9 @@ def validate_workflow(
         tools_of=servers.tools_of,
         registered_servers=servers.registered,
         ceilings=[LimitCeiling(c.key, getattr(highest, c.field), c.setting) for c in CEILINGS],
+        approval_timeout_ceiling=LimitCeiling(
+            "timeoutMs", approval_timeout_ceiling(), APPROVAL_TIMEOUT_SETTING
+        ),
         previous=previous,
     )
     problems.sort(key=lambda problem: problem.severity != "error")  # stable: errors first

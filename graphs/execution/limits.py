@@ -8,6 +8,9 @@ through `graphs.authoring.services.workflow_check`, which refuses limits above t
 run time but capped (`limits_for_run`): it still runs, and no run goes past the ceiling in
 force, which is what bounds a run's history rows and memory. The engine never reads settings:
 it is given the capped limits as plain values.
+
+An approval node's `timeoutMs` has its ceiling too (`GRAPHS_MAX_APPROVAL_TIMEOUT_MS`), refused
+on save and import (`approval_timeouts_above_ceiling`) and in validation.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from graphs.engine import ExecutionLimits, GraphRunError
+from graphs.engine import ExecutionLimits, GraphRunError, ToolGraph
 from graphs.engine.checks.all_checks import limit_above_ceiling_message
+from graphs.engine.checks.approval_nodes import timeout_above_ceiling
+from graphs.engine.checks.structure import default_layouts
 from graphs.engine.format.sections import LIMIT_KEYS
 
 
@@ -36,6 +41,33 @@ CEILINGS = (
     Ceiling("maxNodeExecutions", "max_node_executions", "GRAPHS_MAX_NODE_EXECUTIONS_CEILING"),
     Ceiling("maxExecutionTimeMs", "max_execution_time_ms", "GRAPHS_MAX_EXECUTION_TIME_MS_CEILING"),
 )
+
+
+#: The setting bounding how long an approval node may wait (its `timeoutMs`).
+APPROVAL_TIMEOUT_SETTING = "GRAPHS_MAX_APPROVAL_TIMEOUT_MS"
+
+
+def approval_timeout_ceiling() -> int:
+    """The longest `timeoutMs` an approval node may have, in milliseconds, as the settings
+    say now."""
+    return int(getattr(settings, APPROVAL_TIMEOUT_SETTING))
+
+
+def approval_timeouts_above_ceiling(tool: ToolGraph) -> list[str]:
+    """What is wrong with the approval nodes of `tool` that would wait longer than the
+    ceiling: each message names the node, its timeoutMs, the ceiling and its setting."""
+    highest = approval_timeout_ceiling()
+    keys = default_layouts(tool)
+    return [
+        found.text
+        for node, layout in zip(tool.nodes, keys, strict=True)
+        if (
+            found := timeout_above_ceiling(
+                tool.name, node, layout.keys, highest, APPROVAL_TIMEOUT_SETTING
+            )
+        )
+        is not None
+    ]
 
 
 def limit_ceilings() -> ExecutionLimits:
