@@ -8,18 +8,28 @@ that the caller may read: one it started, with this key or another key of the sa
 any run with the `runs:read` scope. Any other run is refused exactly as a run that does not
 exist is, so run ids (sequential) tell nothing of other callers' runs.
 With `mock_all`, every other mcp node answers a value made from its tool's `outputSchema`.
+An approval node is mocked by its id with the decision it takes instead of waiting:
+`{"decision": "approved" | "rejected" | "timeout", "comment"?: text, "form"?: {...}}`, its form
+values checked against the node's form (graphs/engine/approval_forms.py); an approval node not
+mocked waits as in any run.
 The answers are fixed when the run is created and kept on it (`Run.mocks`), so a queued run
-executes with them in its worker, and the history shows what was mocked.
+executes with them in its worker, and the history shows what was mocked. There, an mcp node's
+answer is CallToolResult JSON (it has `content`) and an approval's decision is not (it has
+`decision`): `call_mocks` and `mocked_decisions` take each kind back out.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
 
+from graphs.engine.approval_forms import form_value_problems
+from graphs.engine.definition import DECISIONS, Node
 from graphs.execution.payloads import MASK, TRUNCATED_KEY
 from graphs.models import NodeExecution, Run, WorkflowVersion
 from nodespecs.callers import Caller
@@ -171,28 +181,36 @@ def mock_answers(
         for node in version.definition.get("nodes", [])
         if isinstance(node, dict) and node.get("type") == "mcp"
     }
+    approvals = {
+        node["id"]: node
+        for node in version.definition.get("nodes", [])
+        if isinstance(node, dict) and node.get("type") == "approval"
+    }
     others = {
         node["id"]: node.get("type")
         for node in version.definition.get("nodes", [])
-        if isinstance(node, dict) and node.get("type") != "mcp"
+        if isinstance(node, dict) and node.get("type") not in ("mcp", "approval")
     }
     answers: dict[str, dict[str, Any]] = {}
     by_tool: dict[str, dict[str, Any]] = {}
     for key, value in mocks.items():
+        if key in approvals:
+            answers[key] = _decision_mock(key, value, approvals[key])
+            continue
         if key in others:
             raise MockRefused(
-                f"mocks[{key!r}]: node {key!r} is a {others[key]} node; only mcp nodes call "
-                "tools, so only they can be mocked."
+                f"mocks[{key!r}]: node {key!r} is a {others[key]} node; only mcp nodes (their "
+                "tool's answer) and approval nodes (their decision) can be mocked."
             )
         if key in calls:
             targets = [key]
         else:
             targets = [node for node, call in calls.items() if f"{call[0]}.{call[1]}" == key]
             if not targets:
-                named = [*calls, *sorted({f"{s}.{t}" for s, t in calls.values()})]
+                named = [*calls, *sorted({f"{s}.{t}" for s, t in calls.values()}), *approvals]
                 raise MockRefused(
-                    f"mocks[{key!r}]: no mcp node has that id and no node calls that "
-                    f"server.tool; mock one of: {', '.join(named) or 'none (no mcp nodes)'}."
+                    f"mocks[{key!r}]: no mcp or approval node has that id and no node calls "
+                    f"that server.tool; mock one of: {', '.join(named) or 'none (no such nodes)'}."
                 )
         for node_id in targets:
             if isinstance(value, dict) and set(value) == {"from_run"}:
@@ -207,6 +225,103 @@ def mock_answers(
             if node_id not in resolved:
                 resolved[node_id] = _result(example_of(schemas.get(call) or {"type": "object"}))
     return resolved or None
+
+
+#: The keys of an approval node's mock.
+DECISION_MOCK_KEYS = ("decision", "comment", "form")
+#: Who decided a mocked approval, in its output.
+MOCK_DECIDER = {"kind": "mock", "id": "", "name": "test_workflow"}
+
+
+def _decision_mock(key: str, value: Any, node: Mapping[str, Any]) -> dict[str, Any]:
+    """An approval node's mock, checked against the node: what `Run.mocks` keeps for it."""
+    shape = (
+        '{"decision": "approved" | "rejected" | "timeout", "comment"?: text, "form"?: '
+        "{field: value}}"
+    )
+    if not isinstance(value, dict):
+        raise MockRefused(
+            f"mocks[{key!r}]: node {key!r} is an approval node; mock it with its decision, "
+            f"as {shape}."
+        )
+    unknown = [str(name) for name in value if name not in DECISION_MOCK_KEYS]
+    if unknown:
+        raise MockRefused(
+            f"mocks[{key!r}]: unknown key(s) {', '.join(unknown)}; an approval node's mock "
+            f"is {shape}."
+        )
+    decision = value.get("decision")
+    if decision not in DECISIONS:
+        raise MockRefused(
+            f"mocks[{key!r}]: decision {decision!r} is not one of {', '.join(DECISIONS)}."
+        )
+    if decision == "timeout" and node.get("timeoutMs") is None:
+        raise MockRefused(
+            f"mocks[{key!r}]: node {key!r} has no timeoutMs, so it never times out; mock "
+            "approved or rejected."
+        )
+    comment = value.get("comment", "")
+    if not isinstance(comment, str):
+        raise MockRefused(f"mocks[{key!r}]: comment must be text, not {comment!r}.")
+    form = value.get("form", {})
+    if decision == "timeout" and form:
+        raise MockRefused(
+            f"mocks[{key!r}]: a timeout is no one's answer, so it has no form values; leave "
+            "`form` out."
+        )
+    problems = form_value_problems(node.get("form"), form) if decision != "timeout" else []
+    if problems:
+        raise MockRefused(
+            f"mocks[{key!r}]: the form values do not fit the node's form: {'; '.join(problems)}."
+        )
+    return {"decision": decision, "comment": comment, "form": dict(form or {})}
+
+
+def _is_decision(answer: Any) -> bool:
+    return isinstance(answer, dict) and "decision" in answer and "content" not in answer
+
+
+def call_mocks(mocks: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The mcp nodes' answers of `Run.mocks` (CallToolResult JSON by node id), without the
+    approval nodes' decisions kept beside them."""
+    return {
+        node_id: answer for node_id, answer in (mocks or {}).items() if not _is_decision(answer)
+    }
+
+
+def mocked_decisions(
+    mocks: Mapping[str, Any] | None, *, now: datetime | None = None
+) -> dict[str, dict[str, Any]]:
+    """Each mocked approval node's output by node id, from `Run.mocks`: the decision, the
+    comment and the form values mocked, decided by `MOCK_DECIDER` at `now` (ISO 8601;
+    default: the current time)."""
+    decided_at = (now or datetime.now(UTC)).isoformat()
+    return {
+        node_id: {
+            "decision": answer["decision"],
+            "by": dict(MOCK_DECIDER),
+            "comment": answer.get("comment", ""),
+            "form": dict(answer.get("form") or {}),
+            "decided_at": decided_at,
+        }
+        for node_id, answer in (mocks or {}).items()
+        if _is_decision(answer)
+    }
+
+
+def decided_by_mocks(
+    mocks: Mapping[str, Any] | None,
+) -> Callable[[Node], dict[str, Any] | None] | None:
+    """The engine's `decided` for a test run (`Run.mocks`): each mocked approval node's
+    output, decided when the node runs; None for a node not mocked (it waits). None when no
+    approval node is mocked."""
+    if not any(_is_decision(answer) for answer in (mocks or {}).values()):
+        return None
+
+    def decided(node: Node) -> dict[str, Any] | None:
+        return mocked_decisions(mocks).get(node.id)
+
+    return decided
 
 
 def report_of_test_run(run_id: int) -> dict[str, Any]:

@@ -131,7 +131,7 @@ def test_from_run_refuses_a_masked_or_cut_output(version):
     ("mocks", "message"),
     [
         ({"shape": 1}, "is a transform node"),
-        ({"nowhere": 1}, "no mcp node has that id"),
+        ({"nowhere": 1}, "no mcp or approval node has that id"),
         ({"far.nothing": 1}, "mock one of: page, links, far.fetch, far.links"),
         ({"page": {"content": [{"type": "bogus"}]}}, "looks like a CallToolResult"),
         ({"page": {"from_run": 999999}}, "has no successful execution"),
