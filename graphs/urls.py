@@ -12,4 +12,6 @@ urlpatterns = [
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/payloads/<str:part>.json", views.run_payload, name="run_payload"),
     path("workflows/", views.workflow_list, name="workflows"),
+    path("approvals/", views.approvals, name="approvals"),
+    path("approvals/<int:run_id>/decision/", views.approval_decide, name="approval_decide"),
 ]

@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.contrib.auth.models import Permission
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
-from django.db.models.functions import Left
+from django.db.models.functions import Coalesce, Left
 
 from graphs.history.drawing import graph_edges
 from graphs.history.keyset import Cursor, RunPage, run_page
-from graphs.models import NodeExecution, Run, Workflow, WorkflowVersion
+from graphs.models import Approval, NodeExecution, Run, Workflow, WorkflowVersion
 
 RUNS_PER_PAGE = 50
 # Node executions a page, on the run page and in the admin: rendering one costs about 0.5 ms
@@ -336,3 +337,43 @@ def recent_run_figures(
             p95_ms=percentile(durations, 0.95),
         )
     return figures
+
+
+def _waiting() -> QuerySet[Approval]:
+    return Approval.objects.filter(
+        decision="", run__status=Run.Status.WAITING, approvers="reviewers"
+    )
+
+
+def waiting_count() -> int:
+    """How many runs wait for reviewers now. Undecided approvals are few: the count reads
+    only them."""
+    return _waiting().count()
+
+
+def approvals_nav(*, user: Any) -> int | None:
+    """For the pages' header: how many runs wait for reviewers, when `user` may decide them
+    (`graphs.decide_approval`, held by the user or one of their groups, as the model backend
+    reads it; a superuser holds every permission); None when they may not. One query
+    whichever: every history page shows it."""
+    if not user.is_active:
+        return None
+    if user.is_superuser:
+        return waiting_count()
+    count = _waiting().order_by().values("decision").annotate(count=Count("pk")).values("count")[:1]
+    held = (
+        Permission.objects.filter(
+            Q(user=user) | Q(group__user=user),
+            content_type__app_label="graphs",
+            codename="decide_approval",
+        )
+        .annotate(waiting=Coalesce(Subquery(count), 0))
+        .values_list("waiting", flat=True)
+    )
+    return held.first()
+
+
+def run_approvals(*, run_id: int) -> list[Approval]:
+    """Every approval of a run, in the order the run reached them, without the engine's
+    saved state (encrypted, and not shown)."""
+    return list(Approval.objects.filter(run_id=run_id).defer("state").order_by("index"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import datetime
 from functools import wraps
 from typing import Any
 
@@ -19,13 +20,18 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_POST
 
 from graphs.execution import control
+from graphs.execution.approvals.decisions import DecisionError, decide, decider_of
+from graphs.execution.approvals.waits import waiting_for, waiting_runs
 from graphs.execution.tracing import trace_url
 from graphs.history import selectors
 from graphs.history.drawing import draw_graph
-from graphs.models import Run
+from graphs.models import Approval, Run
 from graphs.pages import downloads
-from graphs.pages.display import PageBudget, step_link, step_links, timeline
+from graphs.pages.approval_forms import FormField, form_fields, submitted_values
+from graphs.pages.display import PageBudget, duration, step_link, step_links, timeline
 from graphs.pages.forms import RunFilterForm, step_start
+from nodespecs.admin.audit import admin_user
+from nodespecs.callers import caller_user
 
 # How often the page of a run still in progress reloads itself.
 REFRESH_SECONDS = 2
@@ -44,6 +50,24 @@ def staff_required(view: View) -> View:
             return redirect_to_login(request.get_full_path(), reverse("admin:login"))
         if not request.user.is_staff:
             return render(request, "graphs/refused.html", status=403)
+        return view(request, *args, **kwargs)
+
+    return guarded
+
+
+# Who may approve or reject a waiting run (Approval.Meta.permissions); superusers have it.
+DECIDE_PERMISSION = "graphs.decide_approval"
+
+
+def decide_required(view: View) -> View:
+    """Staff, as every history page, who also hold the permission to decide; staff without it
+    are refused with a page naming it and how to get it."""
+
+    @wraps(view)
+    @staff_required
+    def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not request.user.has_perm(DECIDE_PERMISSION):
+            return render(request, "graphs/refused.html", {"permission": True}, status=403)
         return view(request, *args, **kwargs)
 
     return guarded
@@ -101,18 +125,30 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     pages = selectors.step_pages(start=start, executions=path.executions)
     # A limit breach fails the run before its node executes: no row failed, the run names it.
     failed = path.failed or run.error_node_id
+    nodes = run.version.definition.get("nodes", [])
     drawing = draw_graph(
-        run.version.definition.get("nodes", []),
+        nodes,
         visited=path.visited,
         taken=path.taken,
         failed=failed,
     )
     in_progress = run.status in Run.ACTIVE
+    waiting = run.status == Run.Status.WAITING
+    now = timezone.now()
+    # Only a graph with an approval node can have waited: no query for the others.
+    waits = (
+        [_wait(approval, run, now) for approval in selectors.run_approvals(run_id=run.pk)]
+        if any(isinstance(node, dict) and node.get("type") == "approval" for node in nodes)
+        else []
+    )
     return render(
         request,
         "graphs/run_detail.html",
         {
             "run": run,
+            # Each wait of the run at an approval node, and the decision it got.
+            "waits": waits,
+            "decision_fields": _decision_fields(request, run, waits),
             # A run's count is written when it ends; until then, the rows so far.
             "node_count": path.executions if in_progress else run.node_count,
             # draw_graph escapes every text it writes.
@@ -121,12 +157,13 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "failed_link": step_link(pages, path.failed_index),
             # Nodes run more than once (loops) get their iteration numbers shown.
             "looping": path.looping,
-            "rows": timeline(steps, now=timezone.now()),
+            "rows": timeline(steps, now=now),
             # What the page's payloads may still take (graphs/pages/display.py).
             "payload_budget": PageBudget(),
             "pages": pages,
             **step_links(pages),
-            "refresh_seconds": REFRESH_SECONDS if in_progress else 0,
+            # A waiting run is not reloaded: it would wipe a decision being written.
+            "refresh_seconds": REFRESH_SECONDS if in_progress and not waiting else 0,
             "cancellable": in_progress and not run.cancel_reason,
             # The operator's trace viewer, when TRACE_URL_TEMPLATE says where it is.
             "trace_url": trace_url(run.trace_id),
@@ -139,6 +176,83 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "nav": "runs",
         },
     )
+
+
+def _wait(approval: Approval, run: Run, now: datetime) -> dict[str, Any]:
+    """A wait as the run page shows it: until the decision, or the run's end when it ended
+    undecided (cancelled), or now while it waits."""
+    until = approval.decided_at or (run.finished_at if run.status in Run.FINISHED else None)
+    waited = ((until or now) - approval.created_at).total_seconds() * 1000
+    return {"approval": approval, "until": until, "waited": duration(max(waited, 0.0))}
+
+
+def _decision_fields(
+    request: HttpRequest, run: Run, waits: list[dict[str, Any]]
+) -> list[FormField] | None:
+    """The decision form's fields, when this run waits for reviewers and this user may
+    decide; None otherwise."""
+    if run.status != Run.Status.WAITING or not waits:
+        return None
+    approval = waits[-1]["approval"]
+    if approval.decision or approval.approvers != "reviewers":
+        return None
+    if not request.user.has_perm(DECIDE_PERMISSION):
+        return None
+    return form_fields(approval.form)
+
+
+@decide_required
+def approvals(request: HttpRequest) -> HttpResponse:
+    """The runs waiting for reviewers, oldest wait first, each with its decision form."""
+    now = timezone.now()
+    entries = [
+        {
+            "run": run,
+            "waiting": waiting,
+            "fields": form_fields(waiting.form),
+            "waited": duration((now - waiting.since).total_seconds() * 1000),
+            "times_out_in": (
+                duration(max((waiting.timeout_at - now).total_seconds() * 1000, 0.0))
+                if waiting.timeout_at
+                else ""
+            ),
+        }
+        for run, waiting in waiting_runs()
+    ]
+    return render(request, "graphs/approvals.html", {"entries": entries, "nav": "approvals"})
+
+
+@require_POST
+@decide_required
+@csrf_protect
+def approval_decide(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Approve or reject a waiting run (the Approvals page's and the run page's buttons),
+    then back to the page it came from saying what happened, or why nothing did."""
+    back = (
+        redirect("graphs:run_detail", run_id=run_id)
+        if request.POST.get("back") == "run"
+        else redirect("graphs:approvals")
+    )
+    waiting = waiting_for(run_id)
+    try:
+        decided = decide(
+            run_id,
+            request.POST.get("decision", ""),
+            # Signed in: decide_required let no one else in.
+            decider_of(caller_user(admin_user(request))),
+            comment=request.POST.get("comment", "").strip(),
+            form=submitted_values(waiting.form if waiting else None, request.POST),
+        )
+    except DecisionError as refused:
+        messages.error(request, refused.message)
+        return back
+    by = decided.by or {}
+    messages.success(
+        request,
+        f"Run {run_id} {decided.decision} by {by.get('name', '?')} ({by.get('kind', '?')}): "
+        f"it goes on along its {decided.decision} route.",
+    )
+    return back
 
 
 @staff_required

@@ -17,7 +17,9 @@ from django.template import Context
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
+from graphs.history.selectors import approvals_nav
 from graphs.pages import display
+from graphs.pages.approval_forms import FormField
 from graphs.pages.downloads import input_part
 
 register = template.Library()
@@ -91,7 +93,12 @@ def timeline_step(
     index = execution.index
     evaluated = row.evaluated
     running = execution.status == "running"
-    took = "running" if running else _e(display.duration(execution.duration_ms))
+    # An approval node waiting for its decision has no output yet, and no end.
+    waiting = execution.status == "waiting"
+    if waiting:
+        took = "waiting for a decision"
+    else:
+        took = "running" if running else _e(display.duration(execution.duration_ms))
     head = [
         f'<span class="index">{index}</span>',
         f'<strong class="node">{_e(execution.node_id)}</strong>',
@@ -116,7 +123,7 @@ def timeline_step(
     elif evaluated.label:
         detail = (run_id, f"detail-{index}")
         blocks.append(_payload(budget, evaluated.value, evaluated.label, f"eval-{index}", detail))
-    if execution.status != "running":
+    if not running and not waiting:
         output = (run_id, f"output-{index}")
         blocks.append(_payload(budget, execution.output, "Output", f"out-{index}", output))
     error = f'<pre class="step-error">{_e(execution.error)}</pre>' if execution.error else ""
@@ -128,3 +135,19 @@ def timeline_step(
         f'style="margin-left: {row.left:.3f}%; width: {row.width:.3f}%"></div></div>'
         f'{error}<div class="payloads">{"".join(blocks)}</div></li>'
     )
+
+
+@register.simple_tag(takes_context=True)
+def approvals_waiting(context: Context) -> int | None:
+    """How many runs wait for reviewers now, for the header's Approvals link; None for a
+    user who may not decide them (no link)."""
+    return approvals_nav(user=context["user"])
+
+
+@register.simple_tag
+def field_attrs(form_field: FormField) -> SafeString:
+    """A form field's HTML attributes from its schema (type, bounds, required), escaped."""
+    attrs = [f'{_e(name)}="{_e(value)}"' for name, value in form_field.attrs.items()]
+    if form_field.required:
+        attrs.append("required")
+    return mark_safe(" ".join(attrs))

@@ -496,15 +496,16 @@ def many_runs():
     ]
 
 
-# Each page: the session and the user, then its own reads.
+# Each page: the session, the user and the header's Approvals link (one query whether or not
+# the user may decide: graphs.history.selectors.approvals_nav), then its own reads.
 @pytest.mark.parametrize(
     ("query", "queries"),
     [
-        ({}, 4),
-        ({"workflow": "sum_to", "status": "failed", "caller": "user:1"}, 4),
-        ({"since": "2026-11-01T13:00", "status": "failed"}, 4),
-        ({"run": "7"}, 4),
-        ("deep", 4),
+        ({}, 5),
+        ({"workflow": "sum_to", "status": "failed", "caller": "user:1"}, 5),
+        ({"since": "2026-11-01T13:00", "status": "failed"}, 5),
+        ({"run": "7"}, 5),
+        ("deep", 5),
     ],
 )
 def test_a_runs_page_costs_the_same_queries_anywhere(
@@ -531,14 +532,14 @@ def test_a_run_with_200_node_executions_costs_four_queries(reviewer, django_asse
         ],
     )  # fmt: skip
     # The run with its version, the page of executions, the path's two.
-    with django_assert_num_queries(2 + 4):
+    with django_assert_num_queries(3 + 4):
         response = reviewer.get(detail_url(run), {"from": 100})
     assert len(response.context["rows"]) == 100
     assert response.context["rows"][50].step.input == {"i": 149}
 
 
 def test_the_workflows_page_costs_three_queries(reviewer, many_runs, django_assert_num_queries):
-    with django_assert_num_queries(2 + 3):
+    with django_assert_num_queries(3 + 3):
         reviewer.get(WORKFLOWS)
 
 
