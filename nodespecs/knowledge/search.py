@@ -73,7 +73,7 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "form": ("submission", "survey", "typeform"),
     "submitted": ("submission",),
     "approve": ("approval", "confirm", "review", "human"),
-    "approval": ("approve", "confirm", "human"),
+    "approval": ("approve", "confirm", "review", "human"),
     "sign-off": ("approval",),
     "ai": ("llm", "gpt", "claude", "gemini", "model", "agent"),
     "llm": ("ai", "gpt", "claude", "gemini", "model"),
