@@ -4,6 +4,9 @@ as edges labelled with their decisions."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import pytest
 
 from graphs.history.drawing import COLORS, Edge, draw_graph, graph_edges
@@ -11,7 +14,7 @@ from graphs.pages.display import Evaluated, evaluated
 
 pytestmark = pytest.mark.timeout(10)
 
-NODES = [
+NODES: list[Mapping[str, Any]] = [
     {"id": "entry", "type": "entry", "next": "approve"},
     {
         "id": "approve",
