@@ -21,6 +21,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from graphs.execution import direct_turns, liveness
@@ -89,6 +90,15 @@ def run_check(
         return RunOutcome(run_id, status), reported
     result = run_result(run_id) if status == Run.Status.SUCCEEDED else None
     return RunOutcome(run_id, status, result, row["error"], row["error_node_id"]), reported
+
+
+def run_ended_nodes(run_id: int) -> int:
+    """How many of a run's node executions have ended (running and waiting ones not)."""
+    return (
+        NodeExecution.objects.filter(run_id=run_id)
+        .exclude(status__in=(NodeExecution.Status.RUNNING, NodeExecution.Status.WAITING))
+        .count()
+    )
 
 
 def _report(run_id: int, reported: int, progress: Progress) -> int:
@@ -185,17 +195,7 @@ def run_cancel(*, run_id: int, reason: str, caller: str | None = None) -> Cancel
         finished_at=timezone.now(),
     ):
         return Cancellation(run_id, Run.Status.CANCELLED, f"Run {run_id} was cancelled.")
-    now = timezone.now()
-    if runs.filter(status=Run.Status.WAITING).update(
-        status=Run.Status.CANCELLED,
-        cancel_reason=reason,
-        error=f"Cancelled while waiting for approval: {reason}",
-        finished_at=now,
-    ):
-        # The waiting node ends with the run; its undecided Approval stays, for the history.
-        NodeExecution.objects.filter(run_id=run_id, status=NodeExecution.Status.WAITING).update(
-            status=NodeExecution.Status.FAILED, error=f"Cancelled while waiting: {reason}"
-        )
+    if _waiting_ended(runs, Run.Status.CANCELLED, f"Cancelled while waiting: {reason}", reason):
         return Cancellation(
             run_id,
             Run.Status.CANCELLED,
@@ -215,6 +215,26 @@ def run_cancel(*, run_id: int, reason: str, caller: str | None = None) -> Cancel
             f"No run {run_id}" + (" started with your key." if caller is not None else ".")
         )
     return Cancellation(run_id, status, f"Run {run_id} already ended {status}: not cancelled.")
+
+
+def _waiting_ended(runs: QuerySet[Run], status: str, error: str, reason: str = "") -> bool:
+    """End the run of `runs` that waits at an approval node with `status` and `error`; False
+    when it is not waiting (decided, ended). Its undecided Approval stays, for the history."""
+    ended = runs.filter(status=Run.Status.WAITING).update(
+        status=status, cancel_reason=reason, error=error, finished_at=timezone.now()
+    )
+    if ended:
+        NodeExecution.objects.filter(run__in=runs, status=NodeExecution.Status.WAITING).update(
+            status=NodeExecution.Status.FAILED, error=error
+        )
+    return bool(ended)
+
+
+def run_unanswerable(*, run_id: int, why: str) -> bool:
+    """Fail a run waiting for its caller's answer when the caller cannot give one (its
+    client cannot be asked, or did not answer): rather failed, saying why, than waiting for
+    ever. False when it was not waiting any more."""
+    return _waiting_ended(Run.objects.filter(pk=run_id), Run.Status.FAILED, why)
 
 
 def session_runs_cancel(*, session_id: str, reason: str) -> int:

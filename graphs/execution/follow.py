@@ -42,6 +42,7 @@ from graphs.execution.control import (
     POLL_FIRST_SECONDS,
     next_pause,
     run_check,
+    run_ended_nodes,
     run_enqueue,
     run_result_keep,
 )
@@ -117,13 +118,15 @@ async def run_follow(
     *,
     report_nodes: bool = False,
     keep_result: bool = False,
+    continues: int | None = None,
 ) -> AsyncGenerator[RunEvent, None]:
     """The events of a call's run until it ends (see the module docstring).
 
     `report_nodes` asks for a `NodeFinished` per node (else a run does not wake the event
     loop, nor query when queued, per node); `keep_result` keeps a direct run's whole result
     where another process can fetch it later (`control.run_result`), for a caller that may
-    come back for it (an MCP task)."""
+    come back for it (an MCP task); `continues` follows a run that an earlier call started
+    and that this one answered for (it starts none)."""
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue[_Posted] = asyncio.Queue()
 
@@ -134,7 +137,10 @@ async def run_follow(
 
     queued = settings.EXECUTION_MODE == "queued"
     ticket: Ticket | None = None
-    if queued:
+    if continues is not None:
+        queued = True  # nothing runs here: as a queued run, it is watched
+        producer = asyncio.ensure_future(_continued(continues, post, threads, report_nodes))
+    elif queued:
         producer = asyncio.ensure_future(_queued(request, post, threads, report_nodes))
     else:
         ticket = Ticket(request.caller, request.session_id, request.request_id)
@@ -299,6 +305,21 @@ async def _queued(
         return
     post(RunStarted(run_id, Run.Status.QUEUED))
     await _watched(run_id, post, threads, report_nodes, Run.Status.QUEUED, 0)
+
+
+async def _continued(
+    run_id: int, post: Callable[[_Posted], None], threads: Threads, report_nodes: bool
+) -> None:
+    """Watch a run an earlier call started, from where it stands."""
+    status, reported = await threads.short(partial(_standing, run_id))
+    post(RunStarted(run_id, status))
+    await _watched(run_id, post, threads, report_nodes, status, reported)
+
+
+def _standing(run_id: int) -> tuple[str, int]:
+    """A run's status and how many of its nodes have ended."""
+    status = Run.objects.values_list("status", flat=True).get(pk=run_id)
+    return status, run_ended_nodes(run_id)
 
 
 async def _watched(

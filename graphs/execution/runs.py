@@ -39,6 +39,7 @@ from graphs.execution import lineage, liveness, telemetry
 from graphs.execution.approvals.notify import notify_waiting
 from graphs.execution.approvals.waits import WaitLost, resume_of, wait_begin
 from graphs.execution.limits import ceiling_explained, limits_for_run, limits_from_mapping
+from graphs.execution.mocks import call_mocks, decided_by_mocks
 from graphs.execution.payloads import run_secrets, storable, stored_arguments, stored_error
 from graphs.execution.recorder import HistoryRecorder, Progress, reconnecting
 from graphs.execution.tracing import current_trace_id, current_trace_parent, traced_run
@@ -199,10 +200,11 @@ def _downstream(
 
 
 def _mocked(mocks: dict[str, Any] | None) -> MockedCall | None:
-    """The engine's answers for a test run's mocked nodes (`Run.mocks`), or None."""
-    if not mocks:
+    """The engine's answers for a test run's mocked mcp nodes (`Run.mocks`), or None."""
+    calls = call_mocks(mocks)
+    if not calls:
         return None
-    answers = {node_id: CallToolResult.model_validate(result) for node_id, result in mocks.items()}
+    answers = {node_id: CallToolResult.model_validate(result) for node_id, result in calls.items()}
     return lambda node: answers.get(node.id)
 
 
@@ -351,6 +353,7 @@ def _execute(
                 observer=traced.observer,
                 cancel=token,
                 mocked=_mocked(run.mocks),
+                decided=decided_by_mocks(run.mocks),
                 resume=resume,
             )
         except GraphRunError as exc:

@@ -32,6 +32,9 @@ class WorkflowTool:
     digest: str
     # The slug of its group, whose endpoint (/mcp/<slug>) serves it too.
     group: str
+    # Whether it has an approval node that asks its caller (approvers: caller): a call of it
+    # may need to ask the client midway.
+    asks_caller: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,16 @@ def _table_stamp() -> str:
     return ";".join(f"{stamp['count']}:{stamp['changed']}" for stamp in stamps)
 
 
+def _asks_caller(definition: Any) -> bool:
+    nodes = definition.get("nodes") if isinstance(definition, dict) else None
+    return any(
+        isinstance(node, dict)
+        and node.get("type") == "approval"
+        and node.get("approvers") == "caller"
+        for node in nodes or ()
+    )
+
+
 def _build() -> Toolset:
     rows = Workflow.objects.filter(enabled=True, current_version__isnull=False).values_list(
         "name",
@@ -85,8 +98,12 @@ def _build() -> Toolset:
         "current_version_id",
         "current_version__digest",
         "group__slug",
+        "current_version__definition",
     )
-    tools = {row[0]: WorkflowTool(*row) for row in sorted(rows)}
+    tools = {
+        row[0]: WorkflowTool(*row[:-1], asks_caller=_asks_caller(row[-1]))
+        for row in sorted(rows, key=lambda row: row[0])
+    }
     by_group: dict[str, dict[str, WorkflowTool]] = {}
     for name, tool in tools.items():
         by_group.setdefault(tool.group, {})[name] = tool

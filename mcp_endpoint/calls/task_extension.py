@@ -40,6 +40,7 @@ from graphs.execution.control import RunNotFound, RunState, run_cancel, run_resu
 from graphs.execution.runs import RunOutcome
 from graphs.models import Run
 from mcp_endpoint.calls import tool_tasks, workflow_answers
+from mcp_endpoint.calls.caller_approvals import INPUT_KEY, client_answered, task_input_requests
 from mcp_endpoint.calls.tool_tasks import START_TASK, TaskRecord
 from mcp_endpoint.jsonrpc.errors import RpcError
 
@@ -187,6 +188,11 @@ def get(params: Any, capabilities: dict[str, Any], caller: str) -> dict[str, Any
         return _tool_task(_record_of(named, caller))
     state = _state_of(named, caller)
     task = _task(state)
+    if state.status == Run.Status.WAITING:
+        asked = task_input_requests(state.run_id)
+        if asked is not None:
+            task["status"] = "input_required"
+            task["inputRequests"] = asked
     if task["status"] == "completed":
         result = run_result(state.run_id) if state.status == Run.Status.SUCCEEDED else None
         outcome = RunOutcome(state.run_id, state.status, result, state.error, state.error_node_id)
@@ -211,16 +217,22 @@ def cancel(params: Any, capabilities: dict[str, Any], caller: str) -> dict[str, 
 
 
 def update(params: Any, capabilities: dict[str, Any], caller: str) -> dict[str, Any]:
-    """`tasks/update`: the client's answers to what a tool task asks (`inputResponses`);
-    answers to requests that are not outstanding are ignored, as the extension says. A run
-    never asks for input, so for a run there is nothing to deliver."""
+    """`tasks/update`: the client's answers to what a task asks (`inputResponses`): a tool
+    task's, or a run's waiting at an approval node that asks its caller; answers to requests
+    that are not outstanding are ignored, as the extension says."""
     require(capabilities, "tasks/update")
     named = _named(params)
+    responses = params.get("inputResponses", {})
     if tool_tasks.is_task_id(named):
-        responses = params.get("inputResponses", {})
         tool_tasks.answer(_record_of(named, caller), responses)
         return {}
-    _state_of(named, caller)
+    state = _state_of(named, caller)
+    answer = responses.get(INPUT_KEY) if isinstance(responses, dict) else None
+    asks = state.status == Run.Status.WAITING and task_input_requests(state.run_id) is not None
+    if asks and answer is not None:
+        problem = client_answered(state.run_id, caller, answer)
+        if problem is not None:
+            raise RpcError(types.INVALID_PARAMS, f"The answer was not taken: {problem}")
     return {}
 
 

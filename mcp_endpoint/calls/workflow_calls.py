@@ -36,7 +36,9 @@ from graphs.execution.follow import (
 )
 from graphs.execution.runs import RunOutcome, RunRequest, WorkflowCallError
 from graphs.execution.toolset import WorkflowTool
-from mcp_endpoint.calls import task_extension, workflow_answers
+from mcp_endpoint.calls import caller_approvals, task_extension, workflow_answers
+from mcp_endpoint.calls.caller_approvals import NOT_ASKED, Channel
+from mcp_endpoint.jsonrpc.interaction import StateBinding
 from mcp_endpoint.jsonrpc.results import Era
 
 logger = logging.getLogger(__name__)
@@ -59,6 +61,19 @@ class WorkflowCall:
     may_become_task: bool
     # 2026-07-28: a client that stops listening cancels the request.
     cancel_on_disconnect: bool
+    # How the client is asked at an approval node that asks the caller (caller_approvals).
+    channel: Channel = NOT_ASKED
+    # A 2026-07-28 call answering a round: the run it continues (none is started).
+    continues: int | None = None
+
+
+@dataclass(frozen=True)
+class ClientAsked:
+    """Not a message: the core is to send the client `elicitation/create` with `params` on
+    the call's stream, and give its answer to `caller_approvals.client_answered`."""
+
+    run_id: int
+    params: dict[str, Any]
 
 
 def _response(call: WorkflowCall, result: Message) -> Message:
@@ -164,21 +179,46 @@ async def _ended(call: WorkflowCall, outcome: RunOutcome, threads: Threads) -> M
     return response
 
 
+async def _asked_otherwise(call: WorkflowCall, event: ApprovalAwaited, threads: Threads) -> Message:
+    """The response to a call whose run waits for its client's answer, where the client is
+    not asked on the call's stream: a round (InputRequiredResult), a task in input_required,
+    or, for a client that cannot be asked, the error of its failed run."""
+    waiting = event.waiting
+    kind = call.channel.kind
+    if kind == "rounds":
+        binding = StateBinding(
+            call.request.caller, "tools/call", call.tool.name, call.request.arguments
+        )
+        result = caller_approvals.round_result(waiting.run_id, waiting, binding)
+        return _response(call, call.era.shape("tools/call", result))
+    if kind == "task":
+        handle = await threads.short(
+            partial(task_extension.created, waiting.run_id, call.request.caller)
+        )
+        return _response(call, handle)
+    why = call.channel.why or "it asks no questions midway"
+    message = await threads.short(
+        partial(caller_approvals.unreachable, waiting.run_id, call.tool.name, waiting, why)
+    )
+    return _tool_response(call, workflow_answers.error_result(message, run_id=waiting.run_id))
+
+
 def _awaiting(event: ApprovalAwaited) -> str:
     waiting = event.waiting
     who = "its caller's answer" if waiting.approvers == "caller" else "approval"
     return f"waiting for {who} at node {waiting.node}: {waiting.message}"[:500]
 
 
-async def follow(call: WorkflowCall, threads: Threads) -> AsyncIterator[Message]:
+async def follow(call: WorkflowCall, threads: Threads) -> AsyncIterator[Message | ClientAsked]:
     """The messages to send for a call after the core's: its progress as it happens, then
-    its response. Closing the iterator early (the client left) cancels the run when the
-    request's era says so."""
+    its response; and a `ClientAsked` where the run waits for its client's answer. Closing
+    the iterator early (the client left) cancels the run when the request's era says so."""
     events = run_follow(
         call.request,
         threads,
         report_nodes=call.progress_token is not None,
         keep_result=call.may_become_task,
+        continues=call.continues,
     )
     loop = asyncio.get_running_loop()
     now = loop.time()
@@ -206,6 +246,14 @@ async def follow(call: WorkflowCall, threads: Threads) -> AsyncIterator[Message]
                     started = RunStarted(event.waiting.run_id, "waiting")
                     if call.progress_token is not None:
                         yield _progress(call, count, _awaiting(event))
+                    if event.waiting.approvers == "caller":
+                        if call.channel.kind == "stream":
+                            params = caller_approvals.elicitation(event.waiting)
+                            yield ClientAsked(event.waiting.run_id, params)
+                            # The person's time to answer is not the run's.
+                            give_up_at = loop.time() + settings.GRAPHS_RUN_WAIT_SECONDS
+                        else:
+                            response = await _asked_otherwise(call, event, threads)
                 elif isinstance(event, RunStarted):
                     started = event
                 elif isinstance(event, RunWaiting):

@@ -45,6 +45,9 @@ class CallContext:
     # The workflow runs whose calls led to this request (its `_meta` or HTTP header said so:
     # nodespecs/downstream/call_lineage.py); empty for a call from outside.
     lineage: Lineage = ()
+    # Whether the client takes messages before the response (an event stream, stdio): a
+    # call may then send it requests midway. False for JSON answers only and REST.
+    streams: bool = True
     notifications: list[dict[str, Any]] = field(default_factory=list)
 
     @property

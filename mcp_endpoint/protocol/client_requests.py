@@ -9,18 +9,24 @@ message of its own (a POST within the session, a line on stdio), which the trans
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from mcp import types
 
 from graphs.execution.follow import Threads
+from mcp_endpoint.calls.caller_approvals import ELICIT, client_answered
+from mcp_endpoint.calls.workflow_calls import ClientAsked, WorkflowCall
 from mcp_endpoint.jsonrpc.interaction import StreamedInteraction
 from mcp_endpoint.jsonrpc.results import Era
 from mcp_endpoint.protocol import sessions
+
+logger = logging.getLogger(__name__)
 
 REPLY_WAIT_SECONDS = 120
 REPLY_POLL_SECONDS = 0.05
@@ -84,3 +90,19 @@ async def ask(
             requests = handler.send(answers)
     except StopIteration as finished:
         yield {"jsonrpc": "2.0", "id": call_id, "result": era.shape(method, finished.value)}
+
+
+async def ask_for_run(
+    asked: ClientAsked, call: WorkflowCall, threads: Threads
+) -> AsyncIterator[Message]:
+    """Ask the client of a workflow call what its run waits for (an approval node with
+    approvers: caller), and hand its answer, or its silence, to the run."""
+    request_id = f"{call.request_id}:approval:{uuid.uuid4().hex[:8]}"
+    yield {"jsonrpc": "2.0", "id": request_id, "method": ELICIT, "params": asked.params}
+    reply = await _await_reply(call.request.session_id, request_id)
+    answer = reply.get("result") if reply is not None else None
+    problem = await threads.short(
+        partial(client_answered, asked.run_id, call.request.caller, answer)
+    )
+    if problem is not None:
+        logger.info("Run %s: the client's approval was not taken: %s", asked.run_id, problem)

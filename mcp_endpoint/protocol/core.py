@@ -80,6 +80,9 @@ class Request(NamedTuple):
     session_capabilities: Mapping[str, Any] | None = None
     group: str | None = None
     headers: Mapping[str, str] | None = None
+    # Whether the client takes messages before the response (it accepts an event stream,
+    # or is on stdio); False for JSON answers only and REST.
+    streams: bool = True
 
 
 # The core's answer to a request, one type per kind. Each carries the notifications made while
@@ -139,7 +142,9 @@ def streams(reply: Reply) -> bool:
     if isinstance(reply, Asking):
         return True
     if isinstance(reply, Following):
-        return bool(reply.notes) or reply.call.progress_token is not None
+        call = reply.call
+        asks = call.channel.kind == "stream"
+        return bool(reply.notes) or call.progress_token is not None or asks
     return bool(reply.notes)
 
 
@@ -171,7 +176,7 @@ async def messages(reply: Reply, threads: Threads) -> AsyncIterator[Message]:
         yield response_of(reply)
         return
     if isinstance(reply, Following):
-        going = partial(workflow_calls.follow, reply.call)
+        going = partial(_following, reply.call)
     else:
         going = partial(
             client_requests.ask,
@@ -187,6 +192,17 @@ async def messages(reply: Reply, threads: Threads) -> AsyncIterator[Message]:
         return
     async for message in traces.followed(reply.span, going, threads):
         yield message
+
+
+async def _following(call: WorkflowCall, threads: Threads) -> AsyncIterator[Message]:
+    """A workflow call's messages; where its run waits for the client's answer, the request
+    that asks it, on the call's own stream (protocol/client_requests.py)."""
+    async for message in workflow_calls.follow(call, threads):
+        if isinstance(message, workflow_calls.ClientAsked):
+            async for sent in client_requests.ask_for_run(message, call, threads):
+                yield sent
+        else:
+            yield message
 
 
 async def final(reply: Reply, threads: Threads) -> Message:
@@ -263,6 +279,7 @@ def _context(request: Request, trace_id: str) -> CallContext:
         request_id=request.request_id,
         group=request.group,
         trace_id=trace_id,
+        streams=request.streams,
         lineage=call_lineage.longest(
             call_lineage.from_meta(meta.get(call_lineage.META_KEY)),
             call_lineage.from_header(header),

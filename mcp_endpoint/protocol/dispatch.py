@@ -25,7 +25,7 @@ from graphs.execution.toolset import (
     workflow_tools,
     workflow_tools_token,
 )
-from mcp_endpoint.calls import task_extension, workflow_answers
+from mcp_endpoint.calls import caller_approvals, task_extension, workflow_answers
 from mcp_endpoint.calls.workflow_calls import WorkflowCall
 from mcp_endpoint.features import extensions, prompts, resources
 from mcp_endpoint.features.tool_definitions import StartRun, ToolError
@@ -227,13 +227,25 @@ def _workflow_call(
     arguments: dict[str, Any] | None,
     context: CallContext,
     start: StartRun | None = None,
+    params: types.CallToolRequestParams | None = None,
 ) -> WorkflowCall | types.CallToolResult:
     """A workflow's call, for the core to follow as it answers; or the run a tool started
     (`start`: a test run). A call that comes back through other workflows too deep or in a
-    cycle is refused here, before it takes a run thread (graphs/execution/lineage.py)."""
+    cycle is refused here, before it takes a run thread (graphs/execution/lineage.py). A
+    workflow that may ask its caller gets the way to ask this client; a 2026-07-28 call that
+    answers such a question (`params` with requestState) continues the run it was about."""
     refusal = call_refusal(context.lineage, tool.name)
     if refusal is not None:
         return _tool_error(refusal, {"chain": [*map(str, context.lineage), tool.name]})
+    may_become_task = context.stateless and task_extension.declared(context.client_capabilities)
+    channel, continues = caller_approvals.NOT_ASKED, None
+    if tool.asks_caller:
+        channel = caller_approvals.channel_of(context, may_become_task=may_become_task)
+        if params is not None and context.stateless and params.request_state:
+            answered = caller_approvals.round_answered(params, context.caller.actor)
+            if isinstance(answered, str):
+                return _tool_error(answered)
+            continues = answered
     return WorkflowCall(
         tool=tool,
         request=RunRequest(
@@ -251,8 +263,10 @@ def _workflow_call(
         request_id=context.request_id,
         era=context.era,
         progress_token=context.progress_token,
-        may_become_task=context.stateless and task_extension.declared(context.client_capabilities),
+        may_become_task=may_become_task,
         cancel_on_disconnect=context.stateless,
+        channel=channel,
+        continues=continues,
     )
 
 
@@ -280,7 +294,7 @@ def call_tool(params: types.CallToolRequestParams, context: CallContext) -> Meth
         return answer
     workflow = workflow_tools().get(params.name)
     if workflow is not None:
-        return _workflow_call(workflow, params.arguments, context)
+        return _workflow_call(workflow, params.arguments, context, params=params)
     tool = TOOLS.get(params.name)
     if tool is None:
         names = [*TOOLS, *workflow_tools(), *extensions.installed().tools]
@@ -320,7 +334,7 @@ def _call_group_tool(
     tools = group_served(group).tools
     workflow = tools.get(params.name)
     if workflow is not None:
-        return _workflow_call(workflow, params.arguments, context)
+        return _workflow_call(workflow, params.arguments, context, params=params)
     served = ", ".join(tools) or "none (all disabled)"
     return _tool_error(
         f"Unknown tool {params.name!r} at /mcp/{group}; this server's tools: {served}. "

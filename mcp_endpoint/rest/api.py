@@ -209,7 +209,13 @@ def _invoke(
     headers = {call_lineage.HEADER.lower(): lineage_header} if lineage_header else None
     # A REST client is answered as a 2025 client without a session would be.
     request = Request(
-        "tools/call", params, LATEST_HANDSHAKE_VERSION, caller, request_id, headers=headers
+        "tools/call",
+        params,
+        LATEST_HANDSHAKE_VERSION,
+        caller,
+        request_id,
+        headers=headers,
+        streams=False,
     )
     reply = execute(request)
     if isinstance(reply, Refused):

@@ -229,6 +229,7 @@ def _handle_modern(inbound: Inbound, message: Any) -> Answer:
             request_id=request_id,
             group=inbound.group,
             headers=inbound.headers,
+            streams=accepts(inbound.headers, SSE),
         )
     )
     inbound.facts.trace_id = reply.trace_id
@@ -390,6 +391,7 @@ def _session_request(
             session_capabilities=session.client_capabilities,
             group=inbound.group,
             headers=inbound.headers,
+            streams=accepts(inbound.headers, SSE),
         )
     )
     inbound.facts.trace_id = reply.trace_id

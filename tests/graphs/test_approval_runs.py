@@ -58,7 +58,8 @@ def test_a_run_waits_at_the_node_holding_only_rows(approvals):
     run_id = _waiting_run()
     run = Run.objects.get(pk=run_id)
     assert run.status == Run.Status.WAITING
-    assert run.worker == "" and run.heartbeat_at is None
+    assert run.worker == ""
+    assert run.heartbeat_at is None
     rows = list(run.node_executions.order_by("index").values_list("node_id", "status"))
     assert rows == [("entry", "succeeded"), ("approve", "waiting")]
     waiting = waiting_for(run_id)
@@ -176,10 +177,12 @@ def test_the_timer_fires_a_due_timeout_and_the_run_takes_the_timeout_route(appro
     run = _ended(run_id)
     assert run.result == {"refunded": 0, "decision": "timeout"}
     approval = Approval.objects.get(run_id=run_id)
-    assert approval.decision == "timeout" and approval.decided_by is None
+    assert approval.decision == "timeout"
+    assert approval.decided_by is None
     with pytest.raises(DecisionError) as refused:
         decide(run_id, "approved", REVIEWER)
-    assert refused.value.status == 409 and "timed out at" in refused.value.message
+    assert refused.value.status == 409
+    assert "timed out at" in refused.value.message
 
 
 def test_a_decision_after_the_timeout_is_due_loses_to_it(approvals):
@@ -187,7 +190,8 @@ def test_a_decision_after_the_timeout_is_due_loses_to_it(approvals):
     Approval.objects.filter(run_id=run_id).update(timeout_at=timezone.now() - timedelta(seconds=1))
     with pytest.raises(DecisionError) as refused:
         decide(run_id, "approved", REVIEWER)
-    assert refused.value.status == 409 and "timed out" in refused.value.message
+    assert refused.value.status == 409
+    assert "timed out" in refused.value.message
     assert _ended(run_id).result == {"refunded": 0, "decision": "timeout"}
 
 

@@ -63,7 +63,8 @@ def test_a_waiting_run_is_listed_and_shows_what_it_waits_for(client, waiting):
     assert waits["message"] == "Refund 25 to ann?"
     assert waits["form"]["properties"]["reason"]["maxLength"] == 500
     assert waits["approvers"] == "reviewers"
-    assert waits["timeout_at"] is not None and waits["decision"] is None
+    assert waits["timeout_at"] is not None
+    assert waits["decision"] is None
 
 
 def test_a_second_key_approves_and_the_history_shows_the_wait(client, waiting):
@@ -83,7 +84,8 @@ def test_a_second_key_approves_and_the_history_shows_the_wait(client, waiting):
     assert approval["decision"] == "approved"
     assert approval["comment"] == "fine"
     assert approval["form_values"] == {"reason": "loyal"}
-    assert approval["until"] is not None and approval["waited_ms"] >= 0
+    assert approval["until"] is not None
+    assert approval["waited_ms"] >= 0
     again = _decide(client, run_id, reviewer, decision="rejected")
     assert again.status_code == 409
     assert "already decided: approved by" in again.json()["error"]
@@ -120,4 +122,5 @@ def test_deciding_needs_the_scope_and_a_run(client, waiting):
     assert _decide(client, run_id, reader, decision="approved").status_code == 403
     decider = make_key(scopes=["runs:decide"])
     missing = _decide(client, 999999, decider, decision="approved")
-    assert missing.status_code == 404 and "No run 999999" in missing.json()["error"]
+    assert missing.status_code == 404
+    assert "No run 999999" in missing.json()["error"]

@@ -119,8 +119,11 @@ def _not_waiting(run_id: int, status: str, approval: Approval | None) -> str:
     return f"Run {run_id} is {status}, not waiting for a decision."
 
 
-def _checked_form(approval: Approval, form: Any) -> dict[str, Any]:
+def _checked_form(approval: Approval, form: Any, decision: str) -> dict[str, Any]:
     schema = approval.form
+    if schema is not None and decision == Approval.Decision.REJECTED:
+        # A rejection may say why in the form, but need not fill in what an approval needs.
+        schema = {**schema, "required": []}
     if form in (None, {}):
         form = {}
     if not isinstance(form, dict):
@@ -164,7 +167,7 @@ def decide(
     now = timezone.now()
     if decider.kind != "timer":
         _may_decide(approval, decider)
-        values = _checked_form(approval, form)
+        values = _checked_form(approval, form, decision)
         if approval.timeout_at is not None and approval.timeout_at <= now:
             # Its time has come, whether or not a timer has fired it yet: the timeout wins.
             timeout_fire(run_id)
