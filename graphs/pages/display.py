@@ -96,6 +96,25 @@ def duration(milliseconds: float | None) -> str:
     return f"{minutes} min {rest:02d} s"
 
 
+def wait_length(seconds: float) -> str:
+    """How long a run waited (or has left to wait) for a person: 0.4 s, 12 s, 42 min 05 s,
+    3 h 05 min, 2 d 4 h. Waits are minutes to days: the node timings' minutes would say
+    1439 min."""
+    if seconds < 10:
+        return f"{max(seconds, 0.0):.1f} s"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    minutes, rest = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes} min {rest:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes:02d} min"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h"
+
+
 @dataclass(frozen=True)
 class Evaluated:
     """What a node evaluated, as the timeline shows it: a one-line summary, and a value to

@@ -28,7 +28,7 @@ from graphs.history.drawing import draw_graph
 from graphs.models import Approval, Run
 from graphs.pages import downloads
 from graphs.pages.approval_forms import FormField, form_fields, submitted_values
-from graphs.pages.display import PageBudget, duration, step_link, step_links, timeline
+from graphs.pages.display import PageBudget, step_link, step_links, timeline, wait_length
 from graphs.pages.forms import RunFilterForm, step_start
 from nodespecs.admin.audit import admin_user
 from nodespecs.callers import caller_user
@@ -182,8 +182,8 @@ def _wait(approval: Approval, run: Run, now: datetime) -> dict[str, Any]:
     """A wait as the run page shows it: until the decision, or the run's end when it ended
     undecided (cancelled), or now while it waits."""
     until = approval.decided_at or (run.finished_at if run.status in Run.FINISHED else None)
-    waited = ((until or now) - approval.created_at).total_seconds() * 1000
-    return {"approval": approval, "until": until, "waited": duration(max(waited, 0.0))}
+    waited = ((until or now) - approval.created_at).total_seconds()
+    return {"approval": approval, "until": until, "waited": wait_length(waited)}
 
 
 def _decision_fields(
@@ -210,9 +210,9 @@ def approvals(request: HttpRequest) -> HttpResponse:
             "run": run,
             "waiting": waiting,
             "fields": form_fields(waiting.form),
-            "waited": duration((now - waiting.since).total_seconds() * 1000),
+            "waited": wait_length((now - waiting.since).total_seconds()),
             "times_out_in": (
-                duration(max((waiting.timeout_at - now).total_seconds() * 1000, 0.0))
+                wait_length((waiting.timeout_at - now).total_seconds())
                 if waiting.timeout_at
                 else ""
             ),

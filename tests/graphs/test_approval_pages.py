@@ -17,6 +17,7 @@ from django.utils import timezone
 from graphs.execution.runs import RunRequest, workflow_call
 from graphs.models import Approval, Run
 from graphs.pages.approval_forms import form_fields, submitted_values
+from graphs.pages.display import wait_length
 from tests.graph_files import import_file
 
 pytestmark = pytest.mark.timeout(60)
@@ -330,3 +331,20 @@ def test_the_permission_may_come_from_a_group(approvals, django_user_model):
         r'id="nav-approvals"[^>]*>Approvals <span class="count"', response.content.decode()
     )
     assert client.get(APPROVALS).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [
+        (0.42, "0.4 s"),
+        (-1, "0.0 s"),
+        (12.4, "12 s"),
+        (2525, "42 min 05 s"),
+        (3 * 3600 + 300, "3 h 05 min"),
+        (86_399.9, "1 d 0 h"),
+        (86_398, "23 h 59 min"),
+        (2 * 86_400 + 4 * 3600, "2 d 4 h"),
+    ],
+)
+def test_waits_are_shown_in_minutes_to_days(seconds, shown):
+    assert wait_length(seconds) == shown
