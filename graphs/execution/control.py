@@ -29,7 +29,7 @@ from graphs.execution.payloads import stored_error
 from graphs.execution.queue import run_queued, run_send, task_id_of
 from graphs.execution.recorder import Progress
 from graphs.execution.runs import RunOutcome, RunRequest, run_create
-from graphs.models import NodeExecution, Run
+from graphs.models import Approval, NodeExecution, Run
 
 logger = logging.getLogger(__name__)
 
@@ -238,16 +238,21 @@ def run_unanswerable(*, run_id: int, why: str) -> bool:
 
 
 def session_runs_cancel(*, session_id: str, reason: str) -> int:
-    """Cancel every queued or running run that a session's requests started (the session
-    ended, so nobody waits for their answers), and drop those still waiting for a thread
-    here; how many there were."""
+    """Cancel every queued, running or waiting run that a session's requests started (the
+    session ended, so nobody waits for their answers), and drop those still waiting for a
+    thread here; how many there were. A run waiting for reviewers is left to them: it needs
+    nothing of its caller (it answered that the run waits), and its decision may come days
+    later."""
     if not session_id:
         return 0
     dropped = direct_turns.cancel_session(session_id, reason)
+    for_reviewers = Approval.objects.filter(
+        decision="", approvers="reviewers", run__status=Run.Status.WAITING
+    ).values("run_id")
     run_ids = list(
-        Run.objects.filter(status__in=Run.ACTIVE, session_id=session_id[:200]).values_list(
-            "pk", flat=True
-        )
+        Run.objects.filter(status__in=Run.ACTIVE, session_id=session_id[:200])
+        .exclude(pk__in=for_reviewers)
+        .values_list("pk", flat=True)
     )
     for run_id in run_ids:
         run_cancel(run_id=run_id, reason=reason)
