@@ -15,6 +15,7 @@ from celery.exceptions import Ignore
 
 from graphs.execution.runs import run_execute
 from graphs.execution.tracing import carrier, continued
+from graphs.models import Run
 
 logger = logging.getLogger(__name__)
 
@@ -39,9 +40,11 @@ def run_queued(
     continue the trace of the call that queued it (graphs/execution/tracing.py)."""
     with continued(trace):
         outcome = run_execute(run_id=run_id, arguments=arguments)
-    if outcome is None:
+    if outcome is None or outcome.status == Run.Status.WAITING:
         # A duplicate stores no result: under the same task id it would overwrite the exit
-        # value that the message which ran the run left for the waiting web process.
+        # value that the message which ran the run left for the waiting web process. Nor does
+        # a run that stopped at an approval node: the message that resumes it, under the same
+        # task id, leaves its exit value.
         raise Ignore()
     if not outcome.succeeded:
         return None

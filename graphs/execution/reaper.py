@@ -130,6 +130,11 @@ def _retry_refusal(run: Run) -> str:
             "allows: a run that loses its worker again and again may be what kills it (memory, "
             "a crash in a downstream server), so check the worker's log before running it again."
         )
+    if run.approvals.exists():
+        return (
+            "it had reached an approval node, whose decision a retry from its entry would ask "
+            "for again: run the workflow again."
+        )
     if _holds_masked(run.arguments):
         return MASKED_ARGUMENTS + "."
     return ""
@@ -224,7 +229,8 @@ def _reap_queued(now: datetime) -> list[Reaped]:
             f"{since:%Y-%m-%d %H:%M:%S} UTC"
         )
         same = Run.objects.filter(stale, pk=run.pk, resends=run.resends)
-        masked = _holds_masked(run.arguments)
+        # A run decided at an approval node goes on from its saved state, not its arguments.
+        masked = _holds_masked(run.arguments) and not run.approvals.exclude(decision="").exists()
         if run.resends < most and not masked:
             note = _note(
                 now, f"{waited}; its message was probably lost: sent again ({run.resends + 1} of "

@@ -146,7 +146,10 @@ class TestWorkflowArguments(StrictArguments):
             "What mcp nodes answer instead of calling their servers, by node id or by "
             '"server.tool": the tool\'s result (a CallToolResult, or the bare value as its '
             'structured content), or {"from_run": <run id>} for what that node returned then '
-            "(a run this key, or another key of its user, started; any run with runs:read)."
+            "(a run this key, or another key of its user, started; any run with runs:read). "
+            "An approval node is mocked by its id with the decision it takes instead of "
+            'waiting: {"decision": "approved" | "rejected" | "timeout", "comment"?, "form"?}; '
+            "one not mocked waits for its approvers as in any run."
         ),
     )
     mock_all: bool = Field(

@@ -96,7 +96,8 @@ def test_the_call_enters_one_instance_the_decision_the_other_and_the_worker_fini
     run_id = decided["run_id"]
     # The worker executed the run twice: up to the wait, then from the decision to the end.
     log = worker_log.read_text(errors="replace")
-    assert log.count(f"[run-{run_id}] succeeded") == 2, log[-3000:]
+    assert log.count(f"[run-{run_id}] received") == 2, log[-3000:]
+    assert log.count(f"[run-{run_id}] succeeded") == 1, log[-3000:]
     _, detail = _rest(second, reviewer, "GET", f"/runs/{run_id}")
     assert [each["node_id"] for each in detail["node_executions"]] == [
         "entry", "approve", "refunded", "done",

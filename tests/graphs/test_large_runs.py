@@ -295,8 +295,9 @@ class TestARunOf300000NodeExecutions:
         self, long_run, reviewer, django_assert_max_num_queries
     ):
         url = run_url(long_run["id"])
-        # Session, user, the run with its version, a page of executions, the path's two.
-        with django_assert_max_num_queries(6):
+        # Session, user, the run with its version, a page of executions, the path's two, and
+        # the header's count of runs waiting for approval (with the right to decide them).
+        with django_assert_max_num_queries(7):
             reviewer.get(url)
         took, response = best_of_three(lambda: reviewer.get(url))
 

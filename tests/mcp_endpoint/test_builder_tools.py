@@ -116,7 +116,7 @@ def test_test_workflow_refuses_mocks_of_nodes_that_do_not_exist(client, key, cre
         client, key, "test_workflow", {"name": "zero", "arguments": {"n": 0}, "mocks": {"x": 1}}
     )
     assert refused["isError"] is True
-    assert "no mcp node has that id" in refused["content"][0]["text"]
+    assert "no mcp or approval node has that id" in refused["content"][0]["text"]
 
 
 def test_writing_needs_workflows_write_and_validating_needs_tools_read(client, transactional_db):

@@ -398,3 +398,22 @@ def test_a_worker_serves_its_metrics_on_metrics_port(settings):
     assert "switchyard_runs_total" in text or "switchyard_requests_total" in text
     settings.METRICS_PORT = 0
     assert serve_metrics_port() is None
+
+
+def test_waiting_runs_and_decisions_are_counted(client, transactional_db):
+    from graphs.execution.approvals.decisions import Decider, decide
+    from tests.graph_files import import_file
+
+    import_file("approvals.yaml")
+    scraper = make_key(scopes=["metrics:read"])
+    before = scrape(client, scraper)
+    waiting = [
+        workflow_call(RunRequest(name="refund", arguments={"amount": n, "customer": "m"}))
+        for n in (1, 2)
+    ]
+    middle = scrape(client, scraper)
+    assert middle[("switchyard_runs_in_status", (("status", "waiting"),))] == 2
+    decide(waiting[0].run_id, "rejected", Decider("user", "1", "rita", frozenset({"rita"})))
+    after = scrape(client, scraper)
+    decisions = "switchyard_approval_decisions_total"
+    assert delta(before, after, decisions, decision="rejected", by="user") == 1

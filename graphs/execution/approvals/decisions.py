@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from graphs.engine.approval_forms import form_value_problems
@@ -278,7 +278,8 @@ def _resume_here(run_id: int) -> None:
     except Exception:
         logger.exception("Resuming run %s failed", run_id)
     finally:
-        close_old_connections()
+        # A pool thread may wait long for its next run: it holds no connection meanwhile.
+        connection.close()
 
 
 def timeout_fire(run_id: int) -> Decided | None:

@@ -5,8 +5,8 @@ Each process that serves calls or runs (the ASGI app at start-up, a Celery worke
 runs this thread: it reads the earliest due time (one indexed query), fires what is due
 (`decisions.timeout_fire`: a conditional update, so of several processes one fires it), and
 sleeps until the next due time, never longer than APPROVAL_TIMER_POLL_SECONDS, so that a
-timeout set by another process, or left by one that stopped, fires within that of its time;
-one set here wakes the thread at once. After a restart the rows are still there.
+timeout set by any process, or left by one that stopped, fires within that of its time (and
+one due later than that, at its time). After a restart the rows are still there.
 """
 
 from __future__ import annotations
@@ -30,38 +30,44 @@ _BATCH = 50
 
 class _Timer:
     def __init__(self) -> None:
-        self._thread: threading.Thread | None = None
-        self._wake = threading.Event()
-        self._lock = threading.Lock()
+        self.reset()
 
     def reset(self) -> None:
         """Forget the thread (in a forked child: the parent's is not ours)."""
-        self._thread = None
+        self._thread: threading.Thread | None = None
         self._wake = threading.Event()
         self._lock = threading.Lock()
+        self._stopping = False
 
     def start(self) -> None:
         """Run the timer in this process (once; later calls do nothing)."""
         with self._lock:
             if self._thread is not None and self._thread.is_alive():
                 return
+            self._stopping = False
             self._thread = threading.Thread(target=self._loop, name="approval-timer", daemon=True)
             self._thread.start()
 
-    def wake(self) -> None:
-        """Look again now: a timeout was just set here (starts the timer if need be)."""
-        self.start()
+    def stop(self) -> None:
+        """End the timer (the command that started it is done), waiting briefly for it."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+            self._stopping = True
         self._wake.set()
+        if thread is not None:
+            thread.join(timeout=5)
 
     def _loop(self) -> None:
         try:
-            while True:
+            while not self._stopping:
                 try:
                     pause = self.tick()
                 except Exception:
                     # A database hiccup must not stop the timer; it looks again shortly.
                     logger.exception("The approval timer's look failed")
                     pause = settings.APPROVAL_TIMER_POLL_SECONDS
+                if self._stopping:
+                    return
                 self._wake.wait(pause)
                 self._wake.clear()
         finally:

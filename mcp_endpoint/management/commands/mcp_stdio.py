@@ -47,4 +47,7 @@ class Command(BaseCommand):
         async def read_line() -> str:
             return await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
 
-        asyncio.run(serve(read_line, write_line, group))
+        try:
+            asyncio.run(serve(read_line, write_line, group))
+        finally:
+            approval_timer.stop()
