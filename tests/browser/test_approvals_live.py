@@ -34,7 +34,9 @@ user.user_permissions.add(Permission.objects.get(codename="decide_approval"))
 def server(tmp_path_factory) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("approvals_browser")
     database = _database_url(tmp, "approvals_browser")
-    with contextmanager(start_server)(tmp, DATABASE_URL=database) as live:
+    # DEBUG=true: the admin's sign-in page reads its static files from the apps (a production
+    # start runs collectstatic first, which would write into the checkout).
+    with contextmanager(start_server)(tmp, DATABASE_URL=database, DEBUG="true") as live:
         _manage(live.env, "import_graph", str(FILES / "approvals.yaml"))
         _manage(live.env, "shell", "-c", MAKE_REVIEWER)
         yield live
