@@ -79,7 +79,7 @@ def measure(cluster: Cluster, key: str, runs: int) -> dict[str, Any]:
         answer = _rest(
             url, key, "/mcp/invoke", {"name": f"refund_{timeout}", "arguments": arguments}
         )
-        run_ids.append(answer["_run_id"])
+        run_ids.append(answer["result"]["_run_id"])
     deadline = time.monotonic() + max(VARIANTS) / 1000 + 15
     late_ms, on_route = [], 0
     for run_id in run_ids:
