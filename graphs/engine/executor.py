@@ -172,18 +172,23 @@ class _Run:
                 limit="maxExecutionTimeMs",
             )
 
-    def _step(self, compiled: CompiledNode) -> tuple[Any, str | None]:
-        """Run one node, report it, and record its output; its output and the next node."""
-        node, history = compiled.node, self.history
-        record = NodeRecord(
+    def _record(self, node: Node, started_at: float) -> NodeRecord:
+        """The record of the node's next execution, as it starts."""
+        history = self.history
+        return NodeRecord(
             index=len(history.outputs),
             node_id=node.id,
             node_type=node.type,
             iteration=len(history.by_node.get(node.id, ())) + 1,
             input=history.outputs[-1] if history.outputs else self.arguments,
             detail=_STATIC_DETAIL[node.type](node),
-            started_at=time.time(),
+            started_at=started_at,
         )
+
+    def _step(self, compiled: CompiledNode) -> tuple[Any, str | None]:
+        """Run one node, report it, and record its output; its output and the next node."""
+        node, history = compiled.node, self.history
+        record = self._record(node, time.time())
         self.observer.node_started(copy.copy(record))
         began = time.perf_counter()
         try:
@@ -276,22 +281,13 @@ class _Run:
 
     def _decided(self, resume: Resume) -> str:
         """End the waiting approval node with its decision; the node to go to next."""
-        history = self.history
         node = self.compiled.nodes[resume.node_id].node
-        record = NodeRecord(
-            index=len(history.outputs),
-            node_id=node.id,
-            node_type=node.type,
-            iteration=len(history.by_node.get(node.id, ())) + 1,
-            input=history.outputs[-1] if history.outputs else self.arguments,
-            detail=_STATIC_DETAIL[node.type](node),
-            started_at=resume.waited_since,
-            attempts=1,
-        )
+        record = self._record(node, resume.waited_since)
+        record.attempts = 1
         record.output = resume.decision
         record.duration_ms = max(time.time() - resume.waited_since, 0.0) * 1000
         next_id = _route(node, resume.decision)
-        history.record(node.id, resume.decision)
+        self.history.record(node.id, resume.decision)
         self.observer.node_finished(record)
         return next_id
 

@@ -5,7 +5,6 @@ shown as a message on the page, never a 500 (graphs/pages/, docs/history.md)."""
 from __future__ import annotations
 
 import re
-import time
 from datetime import timedelta
 
 import pytest
@@ -18,6 +17,7 @@ from graphs.execution.runs import RunRequest, workflow_call
 from graphs.models import Approval, Run
 from graphs.pages.approval_forms import form_fields, submitted_values
 from graphs.pages.display import wait_length
+from tests.approval_runs import ended, waiting_run
 from tests.graph_files import import_file
 
 pytestmark = pytest.mark.timeout(60)
@@ -29,27 +29,6 @@ PASSWORD = "correct-horse-battery"
 @pytest.fixture
 def approvals(transactional_db):
     import_file("approvals.yaml")
-
-
-def waiting_run(amount: float = 25, customer: str = "ann") -> int:
-    outcome = workflow_call(
-        RunRequest(
-            name="refund", arguments={"amount": amount, "customer": customer}, caller="key:start"
-        )
-    )
-    assert outcome.status == Run.Status.WAITING, outcome
-    return outcome.run_id
-
-
-def ended(run_id: int, seconds: float = 20) -> Run:
-    """The run once it has finished (it goes on in a thread of this process)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        run = Run.objects.get(pk=run_id)
-        if run.status in Run.FINISHED:
-            return run
-        time.sleep(0.02)
-    raise AssertionError(f"run {run_id} did not end: {Run.objects.get(pk=run_id).status}")
 
 
 def signed_in(django_user_model, name: str, *, decides: bool = True, **flags) -> Client:

@@ -4,7 +4,6 @@ cancelled (graphs/execution/approvals/)."""
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 
 import pytest
@@ -20,8 +19,8 @@ from graphs.execution.approvals.timer import timer
 from graphs.execution.approvals.waits import waiting_for, waiting_runs
 from graphs.execution.control import run_cancel
 from graphs.execution.reaper import runs_reap
-from graphs.execution.runs import RunRequest, workflow_call
 from graphs.models import Approval, NodeExecution, Run
+from tests.approval_runs import ended, waiting_run
 from tests.graph_files import import_file
 
 pytestmark = pytest.mark.timeout(60)
@@ -34,28 +33,8 @@ def approvals(transactional_db):
     import_file("approvals.yaml")
 
 
-def _waiting_run(amount: float = 25, customer: str = "ann") -> int:
-    outcome = workflow_call(
-        RunRequest(
-            name="refund", arguments={"amount": amount, "customer": customer}, caller="key:start"
-        )
-    )
-    assert outcome.status == Run.Status.WAITING, outcome
-    return outcome.run_id
-
-
-def _ended(run_id: int, seconds: float = 20) -> Run:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        run = Run.objects.get(pk=run_id)
-        if run.status in Run.FINISHED:
-            return run
-        time.sleep(0.02)
-    raise AssertionError(f"run {run_id} did not end: {Run.objects.get(pk=run_id).status}")
-
-
 def test_a_run_waits_at_the_node_holding_only_rows(approvals):
-    run_id = _waiting_run()
+    run_id = waiting_run()
     run = Run.objects.get(pk=run_id)
     assert run.status == Run.Status.WAITING
     assert run.worker == ""
@@ -80,10 +59,10 @@ def test_a_run_waits_at_the_node_holding_only_rows(approvals):
 
 
 def test_an_approved_run_goes_on_along_its_route_with_who_decided(approvals):
-    run_id = _waiting_run()
+    run_id = waiting_run()
     decided = decide(run_id, "approved", REVIEWER, comment="ok", form={"reason": "loyal"})
     assert decided.by == {"kind": "api_key", "id": "key:rev", "name": "reviewer key"}
-    run = _ended(run_id)
+    run = ended(run_id)
     assert run.status == Run.Status.SUCCEEDED, run.error
     assert run.result == {"refunded": 25, "by": "reviewer key", "reason": "loyal"}
     rows = list(run.node_executions.order_by("index"))
@@ -99,20 +78,20 @@ def test_an_approved_run_goes_on_along_its_route_with_who_decided(approvals):
 
 
 def test_a_rejected_run_takes_the_rejected_route(approvals):
-    run_id = _waiting_run()
+    run_id = waiting_run()
     decide(run_id, "rejected", REVIEWER)
-    run = _ended(run_id)
+    run = ended(run_id)
     assert run.result == {"refunded": 0, "decision": "rejected"}
 
 
 def test_the_second_of_two_decisions_is_told_who_decided(approvals):
-    run_id = _waiting_run()
+    run_id = waiting_run()
     decide(run_id, "approved", REVIEWER)
     with pytest.raises(DecisionError) as refused:
         decide(run_id, "rejected", Decider("user", "7", "bob", frozenset({"bob"})))
     assert refused.value.status == 409
     assert "already decided: approved by reviewer key (api_key)" in refused.value.message
-    _ended(run_id)
+    ended(run_id)
     assert Approval.objects.get(run_id=run_id).decision == "approved"
 
 
@@ -121,7 +100,7 @@ def test_racing_decisions_take_exactly_one(approvals):
 
     if connection.vendor == "sqlite":
         pytest.skip("the in-memory test SQLite refuses concurrent writers; CI races on PostgreSQL")
-    run_id = _waiting_run()
+    run_id = waiting_run()
     deciders = [Decider("user", str(i), f"user{i}", frozenset({f"user{i}"})) for i in range(6)]
 
     def attempt(decider: Decider) -> str:
@@ -136,7 +115,7 @@ def test_racing_decisions_take_exactly_one(approvals):
     with ThreadPoolExecutor(6) as pool:
         outcomes = list(pool.map(attempt, deciders))
     assert outcomes.count("won") == 1, outcomes
-    assert _ended(run_id).status == Run.Status.SUCCEEDED
+    assert ended(run_id).status == Run.Status.SUCCEEDED
 
 
 @pytest.mark.parametrize(
@@ -156,7 +135,7 @@ def test_racing_decisions_take_exactly_one(approvals):
     ],
 )
 def test_bad_decisions_change_nothing(approvals, decision, decider, form, status, says):
-    run_id = _waiting_run()
+    run_id = waiting_run()
     with pytest.raises(DecisionError) as refused:
         decide(run_id, decision, decider, form=form)
     assert refused.value.status == status
@@ -172,11 +151,11 @@ def test_a_run_that_does_not_exist_is_404(approvals):
 
 
 def test_the_timer_fires_a_due_timeout_and_the_run_takes_the_timeout_route(approvals):
-    run_id = _waiting_run()
+    run_id = waiting_run()
     due = timezone.now() - timedelta(milliseconds=5)
     Approval.objects.filter(run_id=run_id).update(timeout_at=due)
     timer.tick()
-    run = _ended(run_id)
+    run = ended(run_id)
     assert run.result == {"refunded": 0, "decision": "timeout"}
     approval = Approval.objects.get(run_id=run_id)
     assert approval.decision == "timeout"
@@ -188,17 +167,17 @@ def test_the_timer_fires_a_due_timeout_and_the_run_takes_the_timeout_route(appro
 
 
 def test_a_decision_after_the_timeout_is_due_loses_to_it(approvals):
-    run_id = _waiting_run()
+    run_id = waiting_run()
     Approval.objects.filter(run_id=run_id).update(timeout_at=timezone.now() - timedelta(seconds=1))
     with pytest.raises(DecisionError) as refused:
         decide(run_id, "approved", REVIEWER)
     assert refused.value.status == 409
     assert "timed out" in refused.value.message
-    assert _ended(run_id).result == {"refunded": 0, "decision": "timeout"}
+    assert ended(run_id).result == {"refunded": 0, "decision": "timeout"}
 
 
 def test_the_timer_sleeps_until_the_next_due_time(approvals):
-    run_id = _waiting_run()
+    run_id = waiting_run()
     Approval.objects.filter(run_id=run_id).update(
         timeout_at=timezone.now() + timedelta(seconds=0.4)
     )
@@ -207,7 +186,7 @@ def test_the_timer_sleeps_until_the_next_due_time(approvals):
 
 
 def test_a_waiting_run_can_be_cancelled_and_then_not_decided(approvals):
-    run_id = _waiting_run()
+    run_id = waiting_run()
     cancelled = run_cancel(run_id=run_id, reason="not needed")
     assert cancelled.status == Run.Status.CANCELLED
     run = Run.objects.get(pk=run_id)
@@ -220,7 +199,7 @@ def test_a_waiting_run_can_be_cancelled_and_then_not_decided(approvals):
 
 
 def test_the_reaper_leaves_a_waiting_run_alone(approvals):
-    run_id = _waiting_run()
+    run_id = waiting_run()
     runs_reap(now=timezone.now() + timedelta(days=30))
     assert Run.objects.get(pk=run_id).status == Run.Status.WAITING
 
@@ -228,8 +207,9 @@ def test_the_reaper_leaves_a_waiting_run_alone(approvals):
 def test_a_decision_is_in_the_audit_trail(approvals):
     from nodespecs.models import AuditEvent
 
-    run_id = _waiting_run()
+    run_id = waiting_run()
     decide(run_id, "approved", REVIEWER)
+    ended(run_id)  # before the test's end empties the tables under the resumed run
     event = AuditEvent.objects.get(object_type="graphs.approval")
     assert event.actor == "key:rev"
     assert event.action == "decided"
@@ -260,7 +240,7 @@ def test_reviewers_are_told_of_a_waiting_run_at_approval_notify_url(approvals, s
     settings.APPROVAL_NOTIFY_URL = f"http://127.0.0.1:{receiver.server_port}/hook"
     settings.PUBLIC_URL = "https://switchyard.example"
     try:
-        run_id = _waiting_run(customer="zoe")
+        run_id = waiting_run(customer="zoe")
         assert arrived.wait(10)
     finally:
         receiver.server_close()

@@ -402,6 +402,7 @@ def test_a_worker_serves_its_metrics_on_metrics_port(settings):
 
 def test_waiting_runs_and_decisions_are_counted(client, transactional_db):
     from graphs.execution.approvals.decisions import Decider, decide
+    from tests.approval_runs import ended
     from tests.graph_files import import_file
 
     import_file("approvals.yaml")
@@ -414,6 +415,7 @@ def test_waiting_runs_and_decisions_are_counted(client, transactional_db):
     middle = scrape(client, scraper)
     assert middle[("switchyard_runs_in_status", (("status", "waiting"),))] == 2
     decide(waiting[0].run_id, "rejected", Decider("user", "1", "rita", frozenset({"rita"})))
+    ended(waiting[0].run_id)
     after = scrape(client, scraper)
     decisions = "switchyard_approval_decisions_total"
     assert delta(before, after, decisions, decision="rejected", by="user") == 1

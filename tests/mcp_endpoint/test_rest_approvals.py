@@ -4,13 +4,12 @@ every bad decision a clear refusal that changes nothing."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from graphs.execution.runs import RunRequest, workflow_call
 from graphs.models import Approval, Run
 from mcp_endpoint.models import ApiKey
+from tests.approval_runs import ended
 from tests.graph_files import import_file
 from tests.mcp_endpoint.helpers import auth_headers, make_key
 from tests.mcp_endpoint.runs_helpers import assert_documented
@@ -40,16 +39,6 @@ def _decide(client, run_id: int, key: str, **body):
     )
 
 
-def _ended(run_id: int) -> Run:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        run = Run.objects.get(pk=run_id)
-        if run.status in Run.FINISHED:
-            return run
-        time.sleep(0.02)
-    raise AssertionError(f"run {run_id} did not end")
-
-
 def test_a_waiting_run_is_listed_and_shows_what_it_waits_for(client, waiting):
     run_id, _ = waiting
     reader = auth_headers(make_key(scopes=["runs:read"]))
@@ -75,7 +64,7 @@ def test_a_second_key_approves_and_the_history_shows_the_wait(client, waiting):
     )
     assert answer.status_code == 200, answer.json()
     assert answer.json()["by"]["kind"] == "api_key"
-    run = _ended(run_id)
+    run = ended(run_id)
     assert run.status == Run.Status.SUCCEEDED
     assert run.result["refunded"] == 25
     shown = client.get(f"/api/v1/runs/{run_id}", headers=auth_headers(reviewer)).json()
