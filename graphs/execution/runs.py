@@ -42,7 +42,12 @@ from graphs.execution.limits import ceiling_explained, limits_for_run, limits_fr
 from graphs.execution.mocks import call_mocks, decided_by_mocks
 from graphs.execution.payloads import run_secrets, storable, stored_arguments, stored_error
 from graphs.execution.recorder import HistoryRecorder, Progress, reconnecting
-from graphs.execution.tracing import current_trace_id, current_trace_parent, traced_run
+from graphs.execution.tracing import (
+    continued,
+    current_trace_id,
+    current_trace_parent,
+    traced_run,
+)
 from graphs.models import Run, Workflow, WorkflowVersion
 from nodespecs.downstream import client
 from nodespecs.downstream.call_lineage import Lineage
@@ -317,11 +322,13 @@ def run_resume(run_id: int, arguments: Any = None) -> RunOutcome:
     """Execute a run this process has claimed (status running): from its approval node when
     it was decided there, else from its entry with `arguments`."""
     run = Run.objects.select_related("version").get(pk=run_id)
-    resume = None
     resumed = resume_of(run_id)
-    if resumed is not None:
-        arguments, resume = resumed
-    return _execute(run, _prepare(run.version), arguments, None, None, resume)
+    if resumed is None:
+        return _execute(run, _prepare(run.version), arguments, None, None)
+    arguments, resume = resumed
+    # The rest of the run continues the trace it was started in, whoever decided it.
+    with continued({"traceparent": run.trace_parent}):
+        return _execute(run, _prepare(run.version), arguments, None, None, resume)
 
 
 def _execute(

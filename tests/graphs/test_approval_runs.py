@@ -4,6 +4,7 @@ cancelled (graphs/execution/approvals/)."""
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -22,6 +23,7 @@ from graphs.execution.reaper import runs_reap
 from graphs.models import Approval, NodeExecution, Run
 from tests.approval_runs import ended, waiting_run
 from tests.graph_files import import_file
+from tests.mcp_endpoint.test_tracing import spans as spans
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -250,3 +252,25 @@ def test_reviewers_are_told_of_a_waiting_run_at_approval_notify_url(approvals, s
     assert body["url"] == "https://switchyard.example/approvals/"
     assert f"Run {run_id} of refund waits for approval at node 'approve'" in body["text"]
     assert body["text"].endswith("Decide at https://switchyard.example/approvals/")
+
+
+def test_the_runs_trace_spans_the_wait(approvals, spans):
+    from opentelemetry import trace
+
+    with trace.get_tracer("tests").start_as_current_span("caller") as caller:
+        run_id = waiting_run()
+    time.sleep(0.05)
+    decide(run_id, "approved", REVIEWER)  # from another context: the trace is the run's
+    ended(run_id)
+    finished = spans.get_finished_spans()
+    runs = [span for span in finished if span.name == "run refund"]
+    assert len(runs) == 2  # up to the wait, and from the decision on
+    trace_id = caller.get_span_context().trace_id
+    assert {span.context.trace_id for span in runs} == {trace_id}
+    waits = [span for span in finished if span.name == "node approval approve"]
+    waited = [span for span in waits if span.start_time < runs[1].start_time]
+    assert waited, [span.name for span in finished]
+    assert all(span.context.trace_id == trace_id for span in waits)
+    # The approval node's span of the resumed run covers the wait: from when it began.
+    covering = max(waits, key=lambda span: span.end_time - span.start_time)
+    assert covering.end_time - covering.start_time >= 50_000_000
