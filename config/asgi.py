@@ -5,6 +5,7 @@
 sibling; everything else to Django, with its body bounded.
 """
 
+import asyncio
 import json
 import os
 import sys
@@ -22,6 +23,7 @@ django_application = get_asgi_application()
 # beside two long runs. 1 ms costs the long runs little and the short ones much less.
 sys.setswitchinterval(0.001)
 
+from graphs.execution.approvals.decisions import resumed_runs_wait  # noqa: E402
 from graphs.execution.approvals.timer import timer as approval_timer  # noqa: E402
 from mcp_endpoint.transports.asgi import mcp_app, sse_app  # noqa: E402  (needs Django set up first)
 from mcp_endpoint.transports.sse import MESSAGES_PATH, STREAM_PATH  # noqa: E402
@@ -29,6 +31,8 @@ from mcp_endpoint.transports.sse import MESSAGES_PATH, STREAM_PATH  # noqa: E402
 LEGACY_SSE_PATHS = (STREAM_PATH, MESSAGES_PATH)
 # `/mcp/<slug>`: the MCP server of one workflow group (its graph file).
 GROUP_PREFIX = "/mcp/"
+# How long a shutting-down server lets the runs it resumed after a decision finish.
+SHUTDOWN_GRACE_SECONDS = 10
 
 
 async def application(scope, receive, send):
@@ -56,6 +60,9 @@ async def _lifespan(receive, send):
             approval_timer.start()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
+            # A run a reviewer just sent on finishes rather than being cut short (bounded:
+            # one still going after this is failed by the reaper, as any lost run).
+            await asyncio.to_thread(resumed_runs_wait, SHUTDOWN_GRACE_SECONDS)
             await send({"type": "lifespan.shutdown.complete"})
             return
 

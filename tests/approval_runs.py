@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+from graphs.execution.approvals.decisions import resumed_runs_wait
 from graphs.execution.runs import RunRequest, workflow_call
 from graphs.models import Run
 
@@ -20,7 +21,10 @@ def waiting_run(amount: float = 25, customer: str = "ann", caller: str = "key:st
 
 
 def ended(run_id: int, seconds: float = 20) -> Run:
-    """The run once it has finished."""
+    """The run once it has finished. A run resumed in this process is waited for without
+    reading the database meanwhile: the in-memory test SQLite refuses a write beside a read
+    ("table is locked"), which a file database (the embedded default's) waits out."""
+    resumed_runs_wait(seconds)
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         run = Run.objects.get(pk=run_id)

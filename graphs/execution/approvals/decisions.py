@@ -11,7 +11,8 @@ second is told who decided and when. The run then goes on where the mode says: a
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -266,7 +267,30 @@ def _go_on(run_id: int) -> None:
         _resuming = ThreadPoolExecutor(
             settings.GRAPHS_DIRECT_RUN_THREADS, thread_name_prefix="run-resumed"
         )
-    _resuming.submit(_resume_here, run_id)
+    going = _resuming.submit(_resume_here, run_id)
+    with _going_lock:
+        _going.add(going)
+    going.add_done_callback(_gone)
+
+
+# The runs resuming here now, for `resumed_runs_wait`.
+_going: set[Future[None]] = set()
+_going_lock = threading.Lock()
+
+
+def _gone(going: Future[None]) -> None:
+    with _going_lock:
+        _going.discard(going)
+
+
+def resumed_runs_wait(timeout: float) -> bool:
+    """Wait until the runs this process is resuming (direct mode) have ended, at most
+    `timeout` seconds: for a server shutting down, so that a decided run is not cut short by
+    it, and for a test. False when some were still going."""
+    with _going_lock:
+        going = list(_going)
+    _, still = wait(going, timeout=timeout)
+    return not still
 
 
 def _resume_here(run_id: int) -> None:
