@@ -572,5 +572,8 @@ GRAPHS_STORED_BYTES_PER_KEY_PER_DAY = env_count("GRAPHS_STORED_BYTES_PER_KEY_PER
 APPROVAL_NOTIFY_URL = os.environ.get("APPROVAL_NOTIFY_URL", "").strip()
 APPROVAL_ALLOW_SELF_DECISION = env_bool("APPROVAL_ALLOW_SELF_DECISION", False)
 APPROVAL_TIMER_POLL_SECONDS = env_seconds("APPROVAL_TIMER_POLL_SECONDS", 1.0)
+# The most a waiting run may keep until its decision (its arguments and every output so far,
+# as JSON): a run whose state is larger fails at its approval node, naming this.
+GRAPHS_MAX_WAIT_STATE_BYTES = env_count("GRAPHS_MAX_WAIT_STATE_BYTES", 32 * 1024 * 1024)
 # The service's address as people reach it, for links sent outside (APPROVAL_NOTIFY_URL's).
 PUBLIC_URL = os.environ.get("PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")

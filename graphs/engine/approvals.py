@@ -13,6 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+#: The longest message a person is shown (and a client is sent); a longer one is cut, marked
+#: with an ellipsis, so that an expression cannot make every page and elicitation large.
+MAX_MESSAGE_CHARS = 4000
 #: One finished execution: the node's id and its output.
 Execution = tuple[str, Any]
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from mcp.types import CallToolResult
 
-from graphs.engine.approvals import Paused, Resume
+from graphs.engine.approvals import MAX_MESSAGE_CHARS, Paused, Resume
 from graphs.engine.arguments import fill
 from graphs.engine.cancel import CancelToken
 from graphs.engine.compiler import CompiledNode, CompiledTool
@@ -68,8 +68,9 @@ def execute(
 
     Raises GraphRunError (RunCancelled when cancelled) naming the node and the kind of failure.
     """
-    run = _Run(compiled, arguments, call_tool, limits, observer or NullObserver(), cancel, mocked)
-    run.decided = decided
+    run = _Run(
+        compiled, arguments, call_tool, limits, observer or NullObserver(), cancel, mocked, decided
+    )
     if resume is None:
         return run.run()
     return run.resumed(resume)
@@ -94,6 +95,7 @@ class _Run:
         observer: Observer,
         cancel: CancelToken | None,
         mocked: MockedCall | None = None,
+        decided: MockedDecision | None = None,
     ) -> None:
         self.compiled = compiled
         self.arguments = arguments
@@ -106,7 +108,7 @@ class _Run:
         self.history = RunHistory()
         self.bindings = {**self.history.bindings, **self.guard.bindings}
         self.mocked = mocked
-        self.decided: MockedDecision | None = None
+        self.decided = decided
 
     def run(self) -> Any:
         self.observer.run_started(self.compiled.tool.name, self.arguments)
@@ -261,7 +263,7 @@ class _Run:
         message = self._guarded(
             node, "message", expression.evaluate, self.history.context, self.bindings, self.guard
         )
-        text = message if isinstance(message, str) else _as_text(message)
+        text = _as_text(message)
         record.detail = {**(record.detail or {}), "message": text}
         history = self.history
         paused = Paused(
@@ -397,8 +399,13 @@ def _route(node: Node, decision: dict[str, Any]) -> str:
 
 
 def _as_text(value: Any) -> str:
-    """A message that evaluated to something else than a string, as the person reads it."""
-    return "" if value is None else json.dumps(value, ensure_ascii=False, default=str)
+    """An approval's evaluated message as the person reads it: a string as it is, anything
+    else as JSON, cut at MAX_MESSAGE_CHARS."""
+    if not isinstance(value, str):
+        value = "" if value is None else json.dumps(value, ensure_ascii=False, default=str)
+    if len(value) > MAX_MESSAGE_CHARS:
+        value = value[: MAX_MESSAGE_CHARS - 1] + "…"
+    return value
 
 
 def _ended(record: NodeRecord, began: float) -> None:

@@ -278,13 +278,14 @@ def _direct(
 
 
 def _look(
-    run_id: int, reported: int, progress: Progress | None
+    run_id: int, reported: int, progress: Progress | None, status: str
 ) -> tuple[RunOutcome | RunEnded | ApprovalAwaited, int]:
-    """One look at a watched run: how it stands, what it waits for, or its end."""
+    """One look at a watched run last seen in `status`: how it stands, what it waits for
+    (read once, when it starts waiting), or its end."""
     outcome, reported = run_check(run_id, reported, progress)
     if outcome.status in Run.FINISHED:
         return RunEnded(outcome), reported
-    if outcome.status == Run.Status.WAITING:
+    if outcome.status == Run.Status.WAITING and status != Run.Status.WAITING:
         waiting = waiting_for(run_id)
         if waiting is not None:
             return ApprovalAwaited(waiting), reported
@@ -341,7 +342,7 @@ async def _watched(
         pause = next_pause(pause)
         try:
             looked, reported = await threads.short(
-                partial(_look, run_id, reported, progress if report_nodes else None)
+                partial(_look, run_id, reported, progress if report_nodes else None, status)
             )
         except Exception:
             # The run goes on in its worker whatever befell this look (the database was
@@ -352,9 +353,8 @@ async def _watched(
             post(looked)
             return
         if isinstance(looked, ApprovalAwaited):
-            if status != Run.Status.WAITING:
-                status = Run.Status.WAITING
-                post(looked)
+            status = Run.Status.WAITING
+            post(looked)
             continue
         if looked.status != status:
             status = looked.status

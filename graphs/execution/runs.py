@@ -37,7 +37,7 @@ from graphs.engine.language.regex import RegexNotSupported
 from graphs.engine.schemas import SchemaUnresolvable, schema_errors, schema_validator
 from graphs.execution import lineage, liveness, telemetry
 from graphs.execution.approvals.notify import notify_waiting
-from graphs.execution.approvals.waits import WaitLost, resume_of, wait_begin
+from graphs.execution.approvals.waits import WaitLost, WaitTooLarge, resume_of, wait_begin
 from graphs.execution.limits import ceiling_explained, limits_for_run, limits_from_mapping
 from graphs.execution.mocks import call_mocks, decided_by_mocks
 from graphs.execution.payloads import run_secrets, storable, stored_arguments, stored_error
@@ -48,7 +48,7 @@ from graphs.execution.tracing import (
     current_trace_parent,
     traced_run,
 )
-from graphs.models import Run, Workflow, WorkflowVersion
+from graphs.models import NodeExecution, Run, Workflow, WorkflowVersion
 from nodespecs.downstream import client
 from nodespecs.downstream.call_lineage import Lineage
 from nodespecs.models import Provider
@@ -381,10 +381,16 @@ def _execute(
 def _wait(
     run: Run, recorder: HistoryRecorder, started: float, paused: Paused, arguments: Any
 ) -> RunOutcome:
-    """The run reached an approval node: it waits, holding nothing but its saved state."""
+    """The run reached an approval node: it waits, holding nothing but its saved state (or
+    fails there, when that state is too large to keep)."""
     recorder.flush()
     try:
         approval = wait_begin(run, paused, arguments, recorder.node_count)
+    except WaitTooLarge as exc:
+        NodeExecution.objects.filter(run=run, status=NodeExecution.Status.WAITING).update(
+            status=NodeExecution.Status.FAILED, error=str(exc)
+        )
+        return _finish(run, recorder, started, failure=str(exc))
     except WaitLost as exc:
         logger.warning("%s", exc)
         status = Run.objects.values_list("status", flat=True).get(pk=run.pk)

@@ -20,6 +20,7 @@ from graphs.execution.approvals.timer import timer
 from graphs.execution.approvals.waits import waiting_for, waiting_runs
 from graphs.execution.control import run_cancel
 from graphs.execution.reaper import runs_reap
+from graphs.execution.runs import RunRequest, workflow_call
 from graphs.models import Approval, NodeExecution, Run
 from tests.approval_runs import ended, waiting_run
 from tests.graph_files import import_file
@@ -274,3 +275,15 @@ def test_the_runs_trace_spans_the_wait(approvals, spans):
     # The approval node's span of the resumed run covers the wait: from when it began.
     covering = max(waits, key=lambda span: span.end_time - span.start_time)
     assert covering.end_time - covering.start_time >= 50_000_000
+
+
+def test_a_run_whose_saved_state_would_be_too_large_fails_at_the_node(approvals, settings):
+    settings.GRAPHS_MAX_WAIT_STATE_BYTES = 100
+    outcome = workflow_call(
+        RunRequest(name="refund", arguments={"amount": 1, "customer": "x" * 200})
+    )
+    assert outcome.status == Run.Status.FAILED
+    assert "GRAPHS_MAX_WAIT_STATE_BYTES (100)" in outcome.error
+    run = Run.objects.get(pk=outcome.run_id)
+    assert run.node_executions.get(node_id="approve").status == NodeExecution.Status.FAILED
+    assert not Approval.objects.filter(run=run).exists()

@@ -68,14 +68,11 @@ class Decider:
 TIMER = Decider("timer", "", "timeout")
 
 
-def decider_of(caller: Caller, *, as_client: bool = False) -> Decider:
-    """The decider a `Caller` is: a person in the admin, an API key, or (`as_client`) the
-    client of the call that started the run, answering for its user."""
+def decider_of(caller: Caller) -> Decider:
+    """The reviewer a `Caller` is: a person in the admin, or an API key."""
     actors = frozenset({caller.actor, *caller.same_owner_actors})
     if caller.key_owner_name:
         actors |= {caller.key_owner_name}
-    if as_client:
-        return Decider("client", caller.actor, caller.trail_name, actors)
     if caller.is_api_caller:
         return Decider("api_key", caller.actor, caller.trail_name, actors)
     return Decider("user", str(caller.user_id or ""), caller.actor, actors)
@@ -91,15 +88,17 @@ class Decided:
     decided_at: datetime
 
 
-def _pending(run_id: int) -> Approval:
-    """The run's approval that waits, or the reason (404, 409) there is none."""
-    run = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
+def _pending(run_id: int) -> tuple[Approval, str]:
+    """The run's approval that waits and who started the run, or the reason (404, 409) there
+    is none."""
+    run = Run.objects.filter(pk=run_id).values_list("status", "caller").first()
     if run is None:
         raise DecisionError(404, f"No run {run_id}.")
+    status, started_by = run
     approval = Approval.objects.filter(run_id=run_id).defer("state").order_by("-index").first()
-    if run == Run.Status.WAITING and approval is not None and not approval.decision:
-        return approval
-    raise DecisionError(409, _not_waiting(run_id, run, approval))
+    if status == Run.Status.WAITING and approval is not None and not approval.decision:
+        return approval, started_by
+    raise DecisionError(409, _not_waiting(run_id, status, approval))
 
 
 def _not_waiting(run_id: int, status: str, approval: Approval | None) -> str:
@@ -152,7 +151,7 @@ def decide(
     """Decide the run waiting at its approval node, and send it on. Raises `DecisionError`
     (nothing changed) for a run that does not exist or does not wait, an unknown decision,
     a decider who may not decide it, or form content that does not match the node's form."""
-    approval = _pending(run_id)
+    approval, started_by = _pending(run_id)
     allowed = (Approval.Decision.TIMEOUT,) if decider.kind == "timer" else PEOPLE_DECISIONS
     if decision not in allowed:
         raise DecisionError(
@@ -167,7 +166,7 @@ def decide(
         )
     now = timezone.now()
     if decider.kind != "timer":
-        _may_decide(approval, decider)
+        _may_decide(approval, decider, started_by)
         values = _checked_form(approval, form, decision)
         if approval.timeout_at is not None and approval.timeout_at <= now:
             # Its time has come, whether or not a timer has fired it yet: the timeout wins.
@@ -184,7 +183,7 @@ def _reread(approval: Approval) -> Approval:
     return Approval.objects.defer("state").get(pk=approval.pk)
 
 
-def _may_decide(approval: Approval, decider: Decider) -> None:
+def _may_decide(approval: Approval, decider: Decider, started_by: str) -> None:
     if approval.approvers == "caller" and decider.kind != "client":
         raise DecisionError(
             403,
@@ -194,7 +193,6 @@ def _may_decide(approval: Approval, decider: Decider) -> None:
         )
     if approval.approvers == "reviewers" and decider.kind == "client":
         raise DecisionError(403, f"Run {approval.run_id} waits for reviewers, not for its caller.")
-    started_by = Run.objects.values_list("caller", flat=True).get(pk=approval.run_id)
     if (
         decider.kind != "client"
         and not settings.APPROVAL_ALLOW_SELF_DECISION
@@ -296,7 +294,7 @@ def resumed_runs_wait(timeout: float) -> bool:
 def _resume_here(run_id: int) -> None:
     try:
         outcome = run_resume(run_id)
-        if outcome is not None and outcome.succeeded:
+        if outcome.succeeded:
             # A follower in another process (or a task) reads the whole result from here.
             run_result_keep(outcome.run_id, outcome.result)
     except Exception:
@@ -310,13 +308,6 @@ def timeout_fire(run_id: int) -> Decided | None:
     """Decide a run whose approval's timeout is due: `timeout`; None when something else
     decided it first (or it was cancelled)."""
     try:
-        approval = _pending(run_id)
+        return decide(run_id, Approval.Decision.TIMEOUT, TIMER)
     except DecisionError:
         return None
-    now = timezone.now()
-    try:
-        _take(approval, Approval.Decision.TIMEOUT, TIMER, "", {}, now)
-    except DecisionError:
-        return None
-    _go_on(run_id)
-    return Decided(run_id, Approval.Decision.TIMEOUT, None, now)

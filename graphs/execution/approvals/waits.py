@@ -8,10 +8,12 @@ it, in whatever process, rebuilds the engine's `Resume` from that row (`resume_o
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -26,9 +28,14 @@ class WaitLost(RuntimeError):
     """The run stopped being `running` while it reached its approval node (it was reaped)."""
 
 
+class WaitTooLarge(ValueError):
+    """What the run would keep while it waits passes GRAPHS_MAX_WAIT_STATE_BYTES."""
+
+
 def wait_begin(run: Run, paused: Paused, arguments: Any, node_count: int) -> Approval:
     """Record that `run` waits at `paused`'s node: its `Approval` and its status together.
-    Raises `WaitLost` when the run is no longer running here."""
+    Raises `WaitLost` when the run is no longer running here, `WaitTooLarge` when its state
+    (every output so far: a loop of large tool results) passes GRAPHS_MAX_WAIT_STATE_BYTES."""
     now = timezone.now()
     timeout_at = now + timedelta(milliseconds=paused.timeout_ms) if paused.timeout_ms else None
     state = {
@@ -38,6 +45,14 @@ def wait_begin(run: Run, paused: Paused, arguments: Any, node_count: int) -> App
         "elapsed_ms": paused.elapsed_ms,
         "waited_since": paused.waited_since,
     }
+    size = len(json.dumps(state, separators=(",", ":"), default=str))
+    if size > settings.GRAPHS_MAX_WAIT_STATE_BYTES:
+        raise WaitTooLarge(
+            f"Node {paused.node_id!r} cannot wait: what the run must keep until the decision "
+            f"(its arguments and every output so far) is {size} bytes, more than "
+            f"GRAPHS_MAX_WAIT_STATE_BYTES ({settings.GRAPHS_MAX_WAIT_STATE_BYTES}); have the "
+            "nodes before it return less, or raise the setting."
+        )
     with transaction.atomic():
         moved = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
             status=Run.Status.WAITING,
@@ -107,7 +122,7 @@ def resume_of(run_id: int) -> tuple[Any, Resume] | None:
 
 @dataclass(frozen=True)
 class WaitingFor:
-    """What a waiting run waits for, as REST and the pages show it."""
+    """What a waiting run waits for, as the pages and MCP calls show it."""
 
     run_id: int
     node: str
@@ -117,17 +132,6 @@ class WaitingFor:
     approvers: str
     since: datetime
     timeout_at: datetime | None
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "node": self.node,
-            "iteration": self.iteration,
-            "message": self.message,
-            "form": self.form,
-            "approvers": self.approvers,
-            "since": self.since.isoformat(),
-            "timeout_at": self.timeout_at.isoformat() if self.timeout_at else None,
-        }
 
 
 def _waiting_for(approval: Approval) -> WaitingFor:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from graphs.engine import ExecutionLimits, GraphRunError, Paused, Resume, compile_tool, execute
+from graphs.engine.approvals import MAX_MESSAGE_CHARS
 from graphs.engine.format.parsing import parse_tool
 from graphs.engine.observer import NodeRecord, NullObserver
 
@@ -133,3 +134,12 @@ def test_a_decision_without_a_route_fails_the_run_naming_it():
     paused, _ = _paused()
     with pytest.raises(GraphRunError, match="decision 'maybe' has no route"):
         _resume(paused, "maybe")
+
+
+def test_a_huge_message_is_cut_for_the_person_who_reads_it():
+    tool = {**TOOL, "nodes": [dict(node) for node in TOOL["nodes"]]}
+    tool["nodes"][2]["message"] = '$pad("", 100000, "x")'
+    compiled = compile_tool(parse_tool(tool, server_names=()))
+    paused = execute(compiled, {"amount": 1}, call_tool=_no_calls)
+    assert len(paused.message) == MAX_MESSAGE_CHARS
+    assert paused.message.endswith("…")
