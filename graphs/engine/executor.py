@@ -401,11 +401,12 @@ def _route(node: Node, decision: dict[str, Any]) -> str:
 def _as_text(value: Any) -> str:
     """An approval's evaluated message as the person reads it: a string as it is, anything
     else as JSON, cut at MAX_MESSAGE_CHARS."""
-    if not isinstance(value, str):
-        value = "" if value is None else json.dumps(value, ensure_ascii=False, default=str)
-    if len(value) > MAX_MESSAGE_CHARS:
-        value = value[: MAX_MESSAGE_CHARS - 1] + "…"
-    return value
+    text = value if isinstance(value, str) else ""
+    if value is not None and not isinstance(value, str):
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    if len(text) > MAX_MESSAGE_CHARS:
+        text = text[: MAX_MESSAGE_CHARS - 1] + "…"
+    return text
 
 
 def _ended(record: NodeRecord, began: float) -> None:
