@@ -151,13 +151,16 @@ class Run(models.Model):
         RUNNING = "running", "Running"
         # At an approval node, holding nothing but its `Approval` row until it is decided.
         WAITING = "waiting", "Waiting for approval"
+        # A test run stopped before a breakpoint, holding nothing but its `RunPause` row
+        # until someone continues, steps or stops it (graphs/execution/breakpoints.py).
+        PAUSED = "paused", "Paused at a breakpoint"
         SUCCEEDED = "succeeded", "Succeeded"
         FAILED = "failed", "Failed"
         CANCELLED = "cancelled", "Cancelled"
         TIMED_OUT = "timed_out", "Timed out"
 
     FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
-    ACTIVE = (Status.QUEUED, Status.RUNNING, Status.WAITING)
+    ACTIVE = (Status.QUEUED, Status.RUNNING, Status.WAITING, Status.PAUSED)
 
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="runs")
     version = models.ForeignKey(WorkflowVersion, on_delete=models.PROTECT, related_name="runs")
@@ -199,6 +202,15 @@ class Run(models.Model):
         related_name="earlier_attempts",
         help_text="Set on an attempt whose worker was lost: the run that was queued again.",
     )
+    # A re-run (graphs/execution/reruns.py): the run it replayed up to `rerun_from["node"]`, and
+    # from where: {"node", "iteration", "index", "version": "original" | "current",
+    # "input_edited"}. The original's page lists its re-runs (`reruns`).
+    rerun_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns"
+    )
+    rerun_from = models.JSONField(null=True, blank=True)
+    # A test run's breakpoints (node ids): it pauses before each.
+    breakpoints = models.JSONField(null=True, blank=True)
     node_count = models.PositiveIntegerField(default=0)
     truncated = models.BooleanField(default=False)
     # The OpenTelemetry trace the run belongs to (32 hex digits; graphs/execution/tracing.py), empty
@@ -333,3 +345,114 @@ class StoredBytes(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor} stored {self.bytes} bytes on {self.day}"
+
+
+class RunPause(models.Model):
+    """A test run paused before a breakpoint (graphs/execution/breakpoints.py).
+
+    Like an `Approval`, this row is all the run holds while it is paused: `state` has what the
+    engine needs to go on from the node (the arguments and every output so far, unmasked,
+    hence encrypted at rest). The pause ends once: continued, stepped, stopped or expired."""
+
+    class Ending(models.TextChoices):
+        CONTINUED = "continued", "Continued"
+        STEPPED = "stepped", "Stepped one node"
+        STOPPED = "stopped", "Stopped"
+        EXPIRED = "expired", "Expired"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="pauses")
+    # The execution the run stopped before: its position in the run, and its node.
+    index = models.PositiveIntegerField()
+    node_id = models.CharField(max_length=128)
+    iteration = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    # Empty while paused.
+    ending = models.CharField(max_length=16, choices=Ending.choices, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    ended_by = models.CharField(max_length=200, blank=True)
+    state = EncryptedJSONField(default=dict)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [models.UniqueConstraint(fields=["run", "index"], name="unique_run_pause")]
+        indexes = [
+            models.Index(fields=["expires_at"], condition=Q(ending=""), name="run_pause_due"),
+        ]
+
+    def __str__(self) -> str:
+        return f"pause before {self.node_id} in run {self.run_id} ({self.ending or 'paused'})"
+
+
+class RunAnnotation(models.Model):
+    """A reviewer's judgement of a run: good or bad, a note, tags
+    (graphs/history/annotations.py)."""
+
+    class Verdict(models.TextChoices):
+        GOOD = "good", "Good"
+        BAD = "bad", "Bad"
+
+    run = models.OneToOneField(
+        Run, on_delete=models.CASCADE, primary_key=True, related_name="annotation"
+    )
+    verdict = models.CharField(max_length=8, choices=Verdict.choices, blank=True)
+    note = models.TextField(blank=True)
+    tags = models.JSONField(default=list, blank=True)
+    # Who wrote it last: a username or key:<prefix>.
+    by = models.CharField(max_length=200, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["verdict"], name="run_annotation_verdict")]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id}: {self.verdict or 'no verdict'}"
+
+
+class WorkflowExample(models.Model):
+    """A finished run a reviewer kept as an example of its workflow (graphs/authoring/examples.py):
+    what it was called with, what its mcp and approval nodes answered (the example's mocks, each
+    node's answers in order) and the result every version must still give."""
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="examples")
+    # The run it was made from; the example keeps its own copies, so it outlives the run.
+    run = models.OneToOneField(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="example"
+    )
+    arguments = models.JSONField(default=dict)
+    # {node id: [output, ...]}: each mcp node's outputs in the order it produced them.
+    calls = models.JSONField(default=dict)
+    # {node id: [output, ...]}: each approval node's decisions, in order.
+    decisions = models.JSONField(default=dict)
+    result = models.JSONField(null=True)
+    note = models.TextField(blank=True)
+    created_by = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["workflow", "id"]
+
+    def __str__(self) -> str:
+        return f"example {self.pk} of {self.workflow_id} (run {self.run_id})"
+
+
+class ExampleCheck(models.Model):
+    """How one version did against one example when it was last checked."""
+
+    example = models.ForeignKey(WorkflowExample, on_delete=models.CASCADE, related_name="checks")
+    version = models.ForeignKey(
+        WorkflowVersion, on_delete=models.CASCADE, related_name="example_checks"
+    )
+    passed = models.BooleanField()
+    # What differs from the example's result (RFC 6902 operations), or why it could not run.
+    differences = models.JSONField(default=list)
+    error = models.TextField(blank=True)
+    checked_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["example", "version"], name="unique_example_check")
+        ]
+
+    def __str__(self) -> str:
+        return f"example {self.example_id} on version {self.version_id}: {self.passed}"

@@ -357,6 +357,7 @@ class AuditEvent(models.Model):
         REFRESHED = "refreshed", "refreshed its tools"
         REENCRYPTED = "re-encrypted", "re-encrypted its secrets"
         DECIDED = "decided", "decided a run waiting for approval"
+        FORCED = "force-published", "published a version that changes an example's result"
 
     # A username, "command:<name>" for a management command, or "api-key:<prefix>".
     actor = models.CharField(max_length=150)
