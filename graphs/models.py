@@ -385,7 +385,7 @@ class RunPause(models.Model):
 
 
 class RunAnnotation(models.Model):
-    """A reviewer's judgement of a run: good or bad, a note, tags
+    """A reviewer's judgement of a run: good or bad, and a note; its tags are `RunTag` rows
     (graphs/history/annotations.py)."""
 
     class Verdict(models.TextChoices):
@@ -397,7 +397,6 @@ class RunAnnotation(models.Model):
     )
     verdict = models.CharField(max_length=8, choices=Verdict.choices, blank=True)
     note = models.TextField(blank=True)
-    tags = models.JSONField(default=list, blank=True)
     # Who wrote it last: a username or key:<prefix>.
     by = models.CharField(max_length=200, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -407,6 +406,22 @@ class RunAnnotation(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.run_id}: {self.verdict or 'no verdict'}"
+
+
+class RunTag(models.Model):
+    """One tag a reviewer gave a run: rows, not a list in the annotation, so that the runs
+    list filters by a tag with an index on every database."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tags")
+    tag = models.CharField(max_length=40)
+
+    class Meta:
+        ordering = ["tag"]
+        constraints = [models.UniqueConstraint(fields=["run", "tag"], name="unique_run_tag")]
+        indexes = [models.Index(fields=["tag", "run"], name="run_tag_tag_run")]
+
+    def __str__(self) -> str:
+        return f"{self.tag} on run {self.run_id}"
 
 
 class WorkflowExample(models.Model):

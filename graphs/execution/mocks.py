@@ -30,7 +30,7 @@ from pydantic import ValidationError
 
 from graphs.engine.approval_forms import form_value_problems
 from graphs.engine.definition import DECISIONS, Node
-from graphs.execution.payloads import MASK, TRUNCATED_KEY
+from graphs.execution.payloads import holds_secret_or_cut
 from graphs.models import NodeExecution, Run, WorkflowVersion
 from nodespecs.callers import Caller
 from nodespecs.models import NodeSpec
@@ -73,17 +73,6 @@ def _given(key: str, value: Any) -> dict[str, Any]:
     return _result(value)
 
 
-def _holds_secret_or_cut(value: Any) -> bool:
-    if isinstance(value, dict):
-        return value.get(TRUNCATED_KEY) is True or any(
-            _holds_secret_or_cut(item) for item in value.values()
-        )
-    if isinstance(value, list):
-        return any(_holds_secret_or_cut(item) for item in value)
-    # A secret value copied into a longer string is masked inside it.
-    return isinstance(value, str) and MASK in value
-
-
 def _own_actors(caller: Caller) -> set[str] | None:
     """The `Run.caller` values of the runs `caller` may take outputs from; None for any run
     (the `runs:read` scope). An empty actor (no one in particular) owns no run."""
@@ -111,7 +100,7 @@ def _from_run(key: str, node_id: str, run_id: Any, caller: Caller) -> dict[str, 
             "API key or another key of the same user) in which that node succeeded; any "
             "run needs a key with the runs:read scope."
         )
-    if execution.truncated or _holds_secret_or_cut(execution.output):
+    if execution.truncated or holds_secret_or_cut(execution.output):
         raise MockRefused(
             f"mocks[{key!r}]: node {node_id!r}'s output in run {run_id} was stored masked (a "
             "secret) or cut (over GRAPHS_MAX_PAYLOAD_BYTES), so it is not what the tool "

@@ -240,3 +240,17 @@ def storable(value: Any, max_bytes: int, secrets: Sequence[str] = ()) -> tuple[A
     """`encoded`, as the value a JSONField takes."""
     text, truncated = encoded(value, max_bytes, secrets)
     return json.loads(text), truncated
+
+
+def holds_secret_or_cut(value: Any) -> bool:
+    """Whether a stored payload is not what was produced: a secret in it was masked, or it
+    was cut over GRAPHS_MAX_PAYLOAD_BYTES. Such a value cannot be replayed or compared
+    faithfully (re-runs, examples, mocks taken from a run)."""
+    if isinstance(value, dict):
+        return value.get(TRUNCATED_KEY) is True or any(
+            holds_secret_or_cut(item) for item in value.values()
+        )
+    if isinstance(value, list):
+        return any(holds_secret_or_cut(item) for item in value)
+    # A secret value copied into a longer string is masked inside it.
+    return isinstance(value, str) and MASK in value

@@ -71,7 +71,6 @@ class Migration(migrations.Migration):
                     ),
                 ),
                 ("note", models.TextField(blank=True)),
-                ("tags", models.JSONField(blank=True, default=list)),
                 ("by", models.CharField(blank=True, max_length=200)),
                 ("updated_at", models.DateTimeField(auto_now=True)),
             ],
@@ -168,6 +167,33 @@ class Migration(migrations.Migration):
                 ],
                 "constraints": [
                     models.UniqueConstraint(fields=("run", "index"), name="unique_run_pause")
+                ],
+            },
+        ),
+        migrations.CreateModel(
+            name="RunTag",
+            fields=[
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("tag", models.CharField(max_length=40)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="tags",
+                        to="graphs.run",
+                    ),
+                ),
+            ],
+            options={
+                "ordering": ["tag"],
+                "indexes": [models.Index(fields=["tag", "run"], name="run_tag_tag_run")],
+                "constraints": [
+                    models.UniqueConstraint(fields=("run", "tag"), name="unique_run_tag")
                 ],
             },
         ),
