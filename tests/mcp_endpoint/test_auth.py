@@ -370,7 +370,7 @@ def test_setup_demo_prints_a_working_key_with_every_scope(client):
     out, _ = run_command("setup_demo")
     assert "Demo admin: username admin" in out
     secret = demo_key(out)
-    # The built-in tools, and the three example workflows it leaves (graphs/authoring/examples.py).
+    # The built-in tools, and the three demo workflows it leaves (graphs/authoring/demo_graphs.py).
     assert len(result(modern(client, "tools/list", key=secret))["tools"]) == len(TOOLS) + 3
     assert result(modern(client, "tools/call", TOOL_CALL, key=secret))["isError"] is False
 

@@ -215,7 +215,7 @@ tools:
             ("command:create_api_key", "created", "robot"),
             ("command:setup_demo", "created", "demo"),
             # The example workflows, and count_files's server, made once
-            # (graphs/authoring/examples.py).
+            # (graphs/authoring/demo_graphs.py).
             ("command:setup_demo", "created", "add_up_to"),
             ("command:setup_demo", "created", "classify_number"),
             ("command:setup_demo", "created", "filesystem"),

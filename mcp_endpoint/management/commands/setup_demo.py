@@ -1,5 +1,5 @@
 """`python manage.py setup_demo`: a demo admin account, a fresh demo API key, and example
-workflows to call (graphs/authoring/examples.py)."""
+workflows to call (graphs/authoring/demo_graphs.py)."""
 
 import secrets
 from pathlib import Path
@@ -8,7 +8,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 
-from graphs.authoring.examples import examples_install
+from graphs.authoring.demo_graphs import demo_graphs_install
 from mcp_endpoint.access.keys import api_key_create, api_key_revoke
 from mcp_endpoint.models import ApiKey, Scope
 from nodespecs.audit import Action, audit_record
@@ -54,10 +54,10 @@ class Command(BaseCommand):
         key, secret = api_key_create(name=DEMO_KEY_NAME, scopes=list(Scope.values), owner=user)
         audit_record(actor=actor, action=Action.CREATED, target=key)
         self.stdout.write(self.style.SUCCESS(f"Demo API key (all scopes): {secret}"))
-        examples = examples_install(Path(str(options["data_dir"])))
+        demo = demo_graphs_install(Path(str(options["data_dir"])))
         self.stdout.write(
-            f"Example workflows: {'; '.join(examples.summaries)}. count_files counts the "
-            f"files in {examples.counted} (its filesystem server runs with npx: it needs Node)."
+            f"Example workflows: {'; '.join(demo.summaries)}. count_files counts the "
+            f"files in {demo.counted} (its filesystem server runs with npx: it needs Node)."
         )
         # Where to go once the server runs (the README's start command serves these).
         self.stdout.write(

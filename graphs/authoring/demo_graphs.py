@@ -1,4 +1,4 @@
-"""The example workflows `manage.py setup_demo` leaves, so that a first start has workflows
+"""The demo workflows `manage.py setup_demo` leaves, so that a first start has workflows
 to call: a loop and a switch in JSONata and JSON Logic (`example_graphs/demo.yaml`), and seed
 003's `count_files` as the seed writes it (`example_graphs/count_files.yaml`), imported
 beside a folder of a few files that its filesystem server is started on. Running it again
@@ -12,7 +12,7 @@ from pathlib import Path
 from graphs.authoring.files import graph_import
 from nodespecs.callers import caller_command
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "example_graphs"
+DEMO_GRAPHS = Path(__file__).resolve().parent.parent / "example_graphs"
 # The folder seed 003's count_files names, relative to its file: "./tests/counting".
 COUNTED = Path("tests") / "counting"
 COUNTED_FILES = {
@@ -23,16 +23,16 @@ COUNTED_FILES = {
 
 
 @dataclass(frozen=True)
-class ExamplesInstalled:
-    """What `examples_install` left: a summary line per graph file, and the folder
+class DemoGraphsInstalled:
+    """What `demo_graphs_install` left: a summary line per graph file, and the folder
     count_files counts."""
 
     summaries: list[str]
     counted: Path
 
 
-def examples_install(data_dir: Path) -> ExamplesInstalled:
-    """Import the example graphs (published at once, for an operator's command) and create
+def demo_graphs_install(data_dir: Path) -> DemoGraphsInstalled:
+    """Import the demo graphs (published at once, for an operator's command) and create
     `data_dir`/tests/counting with a few files, missing ones only; count_files's server is
     started in `data_dir`, so that the seed's relative folder is that one."""
     counted = (data_dir / COUNTED).resolve()
@@ -44,8 +44,8 @@ def examples_install(data_dir: Path) -> ExamplesInstalled:
     files = [("demo.yaml", None), ("count_files.yaml", data_dir.resolve())]
     summaries = [
         graph_import(
-            text=(EXAMPLES / name).read_text(encoding="utf-8"), base_dir=base_dir, caller=caller
+            text=(DEMO_GRAPHS / name).read_text(encoding="utf-8"), base_dir=base_dir, caller=caller
         ).summary()
         for name, base_dir in files
     ]
-    return ExamplesInstalled(summaries=summaries, counted=counted)
+    return DemoGraphsInstalled(summaries=summaries, counted=counted)
