@@ -2,22 +2,21 @@
 
 The engine holds nothing while a person decides: it returns a ``Paused`` with everything the
 run needs to go on (each execution's output so far, in order, and the time it has taken), and
-``execute`` takes that back as a ``Resume`` with the decision, in any process, however much
-later. Keeping the ``Paused`` somewhere durable is the caller's business. Time spent waiting
-does not count toward ``maxExecutionTimeMs``: only ``elapsed_ms`` does.
+``execute`` takes that back as a ``Resume`` (resuming.py) with the decision, in any process,
+however much later. Keeping the ``Paused`` somewhere durable is the caller's business. Time
+spent waiting does not count toward ``maxExecutionTimeMs``: only ``elapsed_ms`` does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from graphs.engine.resuming import Execution
 
 #: The longest message a person is shown (and a client is sent); a longer one is cut, marked
 #: with an ellipsis, so that an expression cannot make every page and elicitation large.
 MAX_MESSAGE_CHARS = 4000
-#: One finished execution: the node's id and its output.
-Execution = tuple[str, Any]
 
 
 @dataclass(frozen=True)
@@ -40,16 +39,4 @@ class Paused:
     # The run's time so far, which counts toward maxExecutionTimeMs.
     elapsed_ms: float
     # When the wait began (time.time()), for the approval node's duration.
-    waited_since: float
-
-
-@dataclass(frozen=True)
-class Resume:
-    """How a paused run goes on: what it had done, and the approval node's output (the
-    decision, who made it, the comment and the form)."""
-
-    node_id: str
-    executions: Sequence[Execution]
-    decision: dict[str, Any]
-    elapsed_ms: float
     waited_since: float

@@ -6,7 +6,12 @@ exit, the previous node's output unchanged (falsy values included), once it is c
 against the tool's outputSchema (outputs.py): one that breaks it fails the run at the exit;
 approval, the decision (``{"decision", "by", "comment", "form", "decided_at"}``), which the run
 waits for: ``execute`` returns a ``Paused`` there, and goes on along ``routes[decision]`` when
-it is called again with a ``Resume`` (approvals.py).
+it is called again with a ``Resume`` (resuming.py).
+
+A run may also start at any node with the outputs of the executions before it given (a
+``Resume``: a re-run from a node), and pause before chosen nodes (``breakpoints``) or before
+every node after the first (``step``): ``execute`` then returns an ``AtBreakpoint``, and a
+``Resume`` at that node goes on from there.
 
 Before each node the cancel token and both execution limits are checked. An mcp node's call
 is retried, after ``backoff * 2**attempt`` seconds, when ``call_tool`` raises (a transport
@@ -19,12 +24,12 @@ from __future__ import annotations
 import copy
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from mcp.types import CallToolResult
 
-from graphs.engine.approvals import MAX_MESSAGE_CHARS, Paused, Resume
+from graphs.engine.approvals import MAX_MESSAGE_CHARS, Paused
 from graphs.engine.arguments import fill
 from graphs.engine.cancel import CancelToken
 from graphs.engine.compiler import CompiledNode, CompiledTool
@@ -35,6 +40,7 @@ from graphs.engine.language.expressions import Expression, ExpressionTimeout, Gu
 from graphs.engine.language.jsonlogic import evaluate
 from graphs.engine.observer import NodeRecord, NullObserver, Observer
 from graphs.engine.results import error_text, tool_output
+from graphs.engine.resuming import AtBreakpoint, Resume
 
 #: ``call_tool(server_name, tool_name, arguments, timeout_seconds)``: raises on a transport
 #: failure or timeout, else returns the result (which may have ``is_error`` set).
@@ -60,26 +66,32 @@ def execute(
     mocked: MockedCall | None = None,
     decided: MockedDecision | None = None,
     resume: Resume | None = None,
+    breakpoints: Collection[str] = (),
+    step: bool = False,
 ) -> Any:
-    """Run the tool with these arguments and return its exit node's output, or a ``Paused``
-    when it reached an approval node; `resume` goes on from there with the decision.
-    `mocked` answers the mcp nodes of a test run that are not to call their servers,
-    `decided` its approval nodes.
+    """Run the tool with these arguments and return its exit node's output, a ``Paused``
+    when it reached an approval node, or an ``AtBreakpoint`` before a node in `breakpoints`
+    (before every node but the first when `step`). `resume` goes on from its node: with an
+    approval's decision, or running that node (never pausing before it). `mocked` answers
+    the mcp nodes of a test run that are not to call their servers, `decided` its approval
+    nodes.
 
     Raises GraphRunError (RunCancelled when cancelled) naming the node and the kind of failure.
     """
     run = _Run(
         compiled, arguments, call_tool, limits, observer or NullObserver(), cancel, mocked, decided
     )
+    run.breakpoints = frozenset(breakpoints)
+    run.step = step
     if resume is None:
         return run.run()
     return run.resumed(resume)
 
 
 class _Pause(Exception):
-    """Not an error: how an approval node that must wait leaves the walk."""
+    """Not an error: how an approval node that must wait, or a breakpoint, leaves the walk."""
 
-    def __init__(self, paused: Paused) -> None:
+    def __init__(self, paused: Paused | AtBreakpoint) -> None:
         self.paused = paused
 
 
@@ -109,28 +121,35 @@ class _Run:
         self.bindings = {**self.history.bindings, **self.guard.bindings}
         self.mocked = mocked
         self.decided = decided
+        self.breakpoints: frozenset[str] = frozenset()
+        self.step = False
+        # An mcp node's arguments given by a re-run, for the first node it runs.
+        self.tool_arguments: dict[str, Any] | None = None
 
     def run(self) -> Any:
         self.observer.run_started(self.compiled.tool.name, self.arguments)
-        return self._walked(self.compiled.tool.entry)
+        return self._walked(self.compiled.tool.entry, pause_first=True)
 
     def resumed(self, resume: Resume) -> Any:
-        """Go on from a paused run's approval node, with its decision."""
+        """Go on at the resume's node: end its approval with the decision, or run it."""
         self.started = time.monotonic() - resume.elapsed_ms / 1000
         self.guard = Guard(self.started + self.limits.max_execution_time_ms / 1000)
         self.bindings = {**self.history.bindings, **self.guard.bindings}
         for node_id, output in resume.executions:
             self.history.record(node_id, output)
+        if resume.decision is None:
+            self.tool_arguments = resume.tool_arguments
+            return self._walked(resume.node_id, pause_first=False)
         try:
             next_id = self._decided(resume)
         except GraphRunError as error:
             self.observer.run_finished(None, error)
             raise
-        return self._walked(next_id)
+        return self._walked(next_id, pause_first=True)
 
-    def _walked(self, node_id: str) -> Any:
+    def _walked(self, node_id: str, *, pause_first: bool) -> Any:
         try:
-            result = self._walk(node_id)
+            result = self._walk(node_id, pause_first)
         except _Pause as pause:
             return pause.paused
         except GraphRunError as error:
@@ -139,15 +158,29 @@ class _Run:
         self.observer.run_finished(result, None)
         return result
 
-    def _walk(self, node_id: str) -> Any:
+    def _walk(self, node_id: str, pause_first: bool) -> Any:
+        pausing = pause_first
         while True:
             compiled = self.compiled.nodes[node_id]
+            if pausing and (self.step or node_id in self.breakpoints):
+                raise _Pause(self._at_breakpoint(compiled.node))
+            pausing = True
             self._check_before(compiled.node)
             output, next_id = self._step(compiled)
             if compiled.node.type == "exit":
                 return output
             assert next_id is not None  # the checks give every other node somewhere to go
             node_id = next_id
+
+    def _at_breakpoint(self, node: Node) -> AtBreakpoint:
+        history = self.history
+        return AtBreakpoint(
+            node_id=node.id,
+            index=len(history.outputs),
+            iteration=len(history.by_node.get(node.id, ())) + 1,
+            executions=tuple(zip(history.nodes, history.outputs, strict=True)),
+            elapsed_ms=(time.monotonic() - self.started) * 1000,
+        )
 
     def _check_before(self, node: Node) -> None:
         if self.cancel.cancelled:
@@ -299,9 +332,12 @@ class _Run:
     def _call(self, compiled: CompiledNode, record: NodeRecord) -> tuple[Any, str | None]:
         node = compiled.node
         context = self.history.context
-        arguments = self._guarded(
-            node, "args", fill, compiled.args, context, self.bindings, self.guard
-        )
+        if self.tool_arguments is not None:
+            arguments, self.tool_arguments = self.tool_arguments, None
+        else:
+            arguments = self._guarded(
+                node, "args", fill, compiled.args, context, self.bindings, self.guard
+            )
         if not isinstance(arguments, dict):
             raise GraphRunError(
                 f"node {node.id!r}, field 'args': gave {type(arguments).__name__}, not an "

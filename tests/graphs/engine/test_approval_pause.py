@@ -80,7 +80,11 @@ def _resume(paused: Paused, decision: str, limits: ExecutionLimits = DEFAULT) ->
     observer = Recorded()
     output = {"decision": decision, "by": {"kind": "user", "id": "1", "name": "rita"}}
     resume = Resume(
-        paused.node_id, paused.executions, output, paused.elapsed_ms, paused.waited_since
+        paused.node_id,
+        paused.executions,
+        paused.elapsed_ms,
+        decision=output,
+        waited_since=paused.waited_since,
     )
     return execute(
         COMPILED,
