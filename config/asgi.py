@@ -23,8 +23,8 @@ django_application = get_asgi_application()
 # beside two long runs. 1 ms costs the long runs little and the short ones much less.
 sys.setswitchinterval(0.001)
 
-from graphs.execution.approvals.decisions import resumed_runs_wait  # noqa: E402
 from graphs.execution.approvals.timer import timer as approval_timer  # noqa: E402
+from graphs.execution.going_on import resumed_runs_wait  # noqa: E402
 from mcp_endpoint.transports.asgi import mcp_app, sse_app  # noqa: E402  (needs Django set up first)
 from mcp_endpoint.transports.sse import MESSAGES_PATH, STREAM_PATH  # noqa: E402
 

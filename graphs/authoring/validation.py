@@ -65,6 +65,7 @@ from nodespecs.providers.builder_access import (
     usable_provider_names,
 )
 from nodespecs.providers.lifecycle import provider_reused
+from nodespecs.providers.tool_specs import port_schema
 
 #: The largest definition read, as YAML or JSON text, in bytes (what an import reads).
 MAX_DEFINITION_BYTES = 1_000_000
@@ -239,7 +240,7 @@ class _ServerIndex:
             )
             self._tools[provider.pk] = (
                 {
-                    tool: ToolSchema(_port_schema(inputs), _port_schema(outputs))
+                    tool: ToolSchema(port_schema(inputs), port_schema(outputs))
                     for tool, available, inputs, outputs in rows
                     if available
                 }
@@ -247,14 +248,6 @@ class _ServerIndex:
                 else None
             )
         return self._tools[provider.pk]
-
-
-def _port_schema(ports: Any) -> dict[str, Any] | None:
-    """The JSON Schema a spec's first port carries (the tool's whole input or output)."""
-    if isinstance(ports, list) and ports and isinstance(ports[0], dict):
-        schema = ports[0].get("validation_schema")
-        return schema if isinstance(schema, dict) else None
-    return None
 
 
 def _previous(name: str | None) -> tuple[dict[str, ToolSchema] | None, list[Problem]]:

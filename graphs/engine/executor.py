@@ -316,13 +316,14 @@ class _Run:
 
     def _decided(self, resume: Resume) -> str:
         """End the waiting approval node with its decision; the node to go to next."""
-        node = self.compiled.nodes[resume.node_id].node
+        node, decision = self.compiled.nodes[resume.node_id].node, resume.decision
+        assert decision is not None  # `resumed` comes here for a decided approval only
         record = self._record(node, resume.waited_since)
         record.attempts = 1
-        record.output = resume.decision
+        record.output = decision
         record.duration_ms = max(time.time() - resume.waited_since, 0.0) * 1000
-        next_id = _route(node, resume.decision)
-        self.history.record(node.id, resume.decision)
+        next_id = _route(node, decision)
+        self.history.record(node.id, decision)
         self.observer.node_finished(record)
         return next_id
 

@@ -195,6 +195,13 @@ def run_cancel(*, run_id: int, reason: str, caller: str | None = None) -> Cancel
         finished_at=timezone.now(),
     ):
         return Cancellation(run_id, Run.Status.CANCELLED, f"Run {run_id} was cancelled.")
+    if runs.filter(status=Run.Status.PAUSED).update(
+        status=Run.Status.CANCELLED,
+        cancel_reason=reason,
+        error=f"Cancelled while paused at a breakpoint: {reason}",
+        finished_at=timezone.now(),
+    ):
+        return Cancellation(run_id, Run.Status.CANCELLED, f"Run {run_id} was cancelled.")
     if _waiting_ended(runs, Run.Status.CANCELLED, f"Cancelled while waiting: {reason}", reason):
         return Cancellation(
             run_id,
@@ -242,7 +249,8 @@ def session_runs_cancel(*, session_id: str, reason: str) -> int:
     session ended, so nobody waits for their answers), and drop those still waiting for a
     thread here; how many there were. A run waiting for reviewers is left to them: it needs
     nothing of its caller (it answered that the run waits), and its decision may come days
-    later."""
+    later, and so is a test run paused at a breakpoint: it is continued or stopped on its page
+    (or expires)."""
     if not session_id:
         return 0
     dropped = direct_turns.cancel_session(session_id, reason)
@@ -251,6 +259,7 @@ def session_runs_cancel(*, session_id: str, reason: str) -> int:
     ).values("run_id")
     run_ids = list(
         Run.objects.filter(status__in=Run.ACTIVE, session_id=session_id[:200])
+        .exclude(status=Run.Status.PAUSED)
         .exclude(pk__in=for_reviewers)
         .values_list("pk", flat=True)
     )

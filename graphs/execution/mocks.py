@@ -34,6 +34,7 @@ from graphs.execution.payloads import holds_secret_or_cut
 from graphs.models import NodeExecution, Run, WorkflowVersion
 from nodespecs.callers import Caller
 from nodespecs.models import NodeSpec
+from nodespecs.providers.tool_specs import port_schema
 
 # How many of a test run's node executions its answer lists (a loop may run thousands).
 MAX_NODES_REPORTED = 200
@@ -144,8 +145,7 @@ def _output_schemas(version: WorkflowVersion) -> dict[tuple[Any, Any], Any]:
     )
     by_provider: dict[tuple[int, str], Any] = {}
     for provider_id, tool, ports in specs:
-        port = ports[0] if isinstance(ports, list) and ports else {}
-        by_provider[(provider_id, tool)] = port.get("validation_schema") if port else None
+        by_provider[(provider_id, tool)] = port_schema(ports)
     return {
         (server, tool): schema
         for (provider_id, tool), schema in by_provider.items()

@@ -133,6 +133,7 @@ class HistoryRecorder(NullObserver):
         progress: Progress | None = None,
         secrets: Sequence[str] = (),
         waiting_index: int | None = None,
+        resumed: bool = False,
     ) -> None:
         self.run = run
         self.progress = progress
@@ -146,7 +147,8 @@ class HistoryRecorder(NullObserver):
         # Execution indexes of rows written at start (mcp nodes, and the approval node a
         # resumed run waited at: `waiting_index`), to complete at the end.
         self._open: set[int] = set() if waiting_index is None else {waiting_index}
-        if waiting_index is not None:
+        # A run that goes on from a stop counts on from the executions it had.
+        if resumed:
             self.node_count = run.node_count
 
     def _encode(self, value: object) -> tuple[str, bool]:

@@ -21,6 +21,7 @@ from django.utils import timezone
 from mcp.types import CallToolResult
 
 from graphs.engine import (
+    AtBreakpoint,
     CancelToken,
     CompiledTool,
     DefinitionError,
@@ -37,11 +38,13 @@ from graphs.engine.language.regex import RegexNotSupported
 from graphs.engine.schemas import SchemaUnresolvable, schema_errors, schema_validator
 from graphs.execution import lineage, liveness, telemetry
 from graphs.execution.approvals.notify import notify_waiting
-from graphs.execution.approvals.waits import WaitLost, WaitTooLarge, resume_of, wait_begin
+from graphs.execution.approvals.waits import WaitLost, resume_of, wait_begin
 from graphs.execution.limits import ceiling_explained, limits_for_run, limits_from_mapping
 from graphs.execution.mocks import call_mocks, decided_by_mocks
+from graphs.execution.pauses import PauseLost, pause_begin, pause_resume_of
 from graphs.execution.payloads import run_secrets, storable, stored_arguments, stored_error
 from graphs.execution.recorder import HistoryRecorder, Progress, reconnecting
+from graphs.execution.saved_state import StateTooLarge
 from graphs.execution.tracing import (
     continued,
     current_trace_id,
@@ -85,6 +88,8 @@ class RunRequest:
     # The workflow runs whose calls led to this one (graphs/execution/lineage.py), empty for a call
     # from outside: recorded, and sent on with the run's own calls.
     lineage: Lineage = ()
+    # A test run's breakpoints: node ids it pauses before (graphs/execution/breakpoints.py).
+    breakpoints: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -117,8 +122,8 @@ _prepared: dict[tuple[int, str], _Prepared] = {}
 _prepared_lock = threading.Lock()
 
 
-def _prepare(version: WorkflowVersion) -> _Prepared:
-    """Compile a version's expressions and input schema, once."""
+def prepared_version(version: WorkflowVersion) -> _Prepared:
+    """Compile a version's expressions and input schema, once per process."""
     key = (version.pk, version.digest)
     prepared = _prepared.get(key)
     if prepared is not None:
@@ -148,7 +153,9 @@ def _prepare(version: WorkflowVersion) -> _Prepared:
     return prepared
 
 
-def _check_arguments(name: str, validator: Any, arguments: Any) -> None:
+def check_arguments(name: str, validator: Any, arguments: Any) -> None:
+    """Raise `WorkflowCallError` naming each place where `arguments` break the workflow's
+    inputSchema (`validator`)."""
     if not isinstance(arguments, dict):
         raise WorkflowCallError(
             f"Arguments for {name} must be an object, not {type(arguments).__name__}."
@@ -238,7 +245,7 @@ def _resolve(request: RunRequest) -> _Prepared:
     version = request.version
     prepared = _prepared.get(version) if version is not None else None
     if prepared is None:
-        prepared = _prepare(_find_version(request.name, version[0] if version else None))
+        prepared = prepared_version(_find_version(request.name, version[0] if version else None))
     return prepared
 
 
@@ -249,7 +256,7 @@ def _secrets(prepared: _Prepared, arguments: Any) -> tuple[str, ...]:
 
 
 def _create(prepared: _Prepared, request: RunRequest, *, status: str) -> Run:
-    _check_arguments(request.name, prepared.validator, request.arguments)
+    check_arguments(request.name, prepared.validator, request.arguments)
     # One clock reading for both: a run that starts as it is recorded was created no later.
     now = timezone.now()
     running = status == Run.Status.RUNNING
@@ -265,6 +272,7 @@ def _create(prepared: _Prepared, request: RunRequest, *, status: str) -> Run:
         request_id=request.request_id[:200],
         is_test=request.is_test,
         mocks=request.mocks,
+        breakpoints=list(request.breakpoints) or None,
         started_at=now if running else None,
         heartbeat_at=now if running else None,
         worker=liveness.process_label() if running else "",
@@ -320,15 +328,22 @@ def run_execute(*, run_id: int, arguments: Any) -> RunOutcome | None:
 
 def run_resume(run_id: int, arguments: Any = None) -> RunOutcome:
     """Execute a run this process has claimed (status running): from its approval node when
-    it was decided there, else from its entry with `arguments`."""
+    it was decided there, from the node it was paused before when continued or stepped (or
+    a re-run's first node), else from its entry with `arguments`."""
     run = Run.objects.select_related("version").get(pk=run_id)
     resumed = resume_of(run_id)
+    step = False
     if resumed is None:
-        return _execute(run, _prepare(run.version), arguments, None, None)
+        going_on = pause_resume_of(run_id)
+        if going_on is None:
+            return _execute(run, prepared_version(run.version), arguments, None, None)
+        resumed, step = (going_on.arguments, going_on.resume), going_on.step
     arguments, resume = resumed
-    # The rest of the run continues the trace it was started in, whoever decided it.
+    # The rest of the run continues the trace it was started in, whoever sent it on.
     with continued({"traceparent": run.trace_parent}):
-        return _execute(run, _prepare(run.version), arguments, None, None, resume)
+        return _execute(
+            run, prepared_version(run.version), arguments, None, None, resume, step=step
+        )
 
 
 def _execute(
@@ -338,12 +353,19 @@ def _execute(
     progress: Progress | None,
     cancel: CancelToken | None,
     resume: Resume | None = None,
+    *,
+    step: bool = False,
 ) -> RunOutcome:
     """Run the engine on a started run, with its heartbeat, and record how it ended (or that
-    it waits at an approval node)."""
+    it waits at an approval node, or is paused at a breakpoint)."""
     secrets = _secrets(prepared, arguments)
-    waiting_index = len(resume.executions) if resume is not None else None
-    recorder = HistoryRecorder(run, progress, secrets, waiting_index)
+    recorder = HistoryRecorder(
+        run,
+        progress,
+        secrets,
+        waiting_index=(len(resume.executions) if resume and resume.decision is not None else None),
+        resumed=resume is not None,
+    )
     # Capped here, not when the version was saved: a workflow stored before a ceiling was
     # lowered still runs, within the ceiling in force now.
     limits = limits_for_run(prepared.limits)
@@ -362,6 +384,8 @@ def _execute(
                 mocked=_mocked(run.mocks),
                 decided=decided_by_mocks(run.mocks),
                 resume=resume,
+                breakpoints=run.breakpoints or (),
+                step=step,
             )
         except GraphRunError as exc:
             error = ceiling_explained(exc, prepared.limits, limits)
@@ -375,6 +399,8 @@ def _execute(
             raise
     if isinstance(result, Paused):
         return _wait(run, recorder, started, result, arguments)
+    if isinstance(result, AtBreakpoint):
+        return _pause(run, recorder, started, result, arguments)
     return _finish(run, recorder, started, result=result)
 
 
@@ -386,7 +412,7 @@ def _wait(
     recorder.flush()
     try:
         approval = wait_begin(run, paused, arguments, recorder.node_count)
-    except WaitTooLarge as exc:
+    except StateTooLarge as exc:
         NodeExecution.objects.filter(run=run, status=NodeExecution.Status.WAITING).update(
             status=NodeExecution.Status.FAILED, error=str(exc)
         )
@@ -397,6 +423,22 @@ def _wait(
         return RunOutcome(run.pk, status, error=str(exc))
     notify_waiting(approval, run.workflow_name)
     return RunOutcome(run.pk, Run.Status.WAITING)
+
+
+def _pause(
+    run: Run, recorder: HistoryRecorder, started: float, at: AtBreakpoint, arguments: Any
+) -> RunOutcome:
+    """The test run reached a breakpoint: it pauses, holding nothing but its saved state."""
+    recorder.flush()
+    try:
+        pause_begin(run, at, arguments, recorder.node_count)
+    except StateTooLarge as exc:
+        return _finish(run, recorder, started, failure=str(exc))
+    except PauseLost as exc:
+        logger.warning("%s", exc)
+        status = Run.objects.values_list("status", flat=True).get(pk=run.pk)
+        return RunOutcome(run.pk, status, error=str(exc))
+    return RunOutcome(run.pk, Run.Status.PAUSED)
 
 
 def _finish(

@@ -150,3 +150,12 @@ def tool_document(*, provider: str, provider_title: str, tool: Tool) -> dict[str
         "tags": _tags(provider, tool),
     }
     return dump_spec_document(parse_spec_document(document))
+
+
+def port_schema(ports: Any) -> dict[str, Any] | None:
+    """The JSON Schema a TOOL spec's first port carries (the tool's whole input or output, as
+    its `input_ports` or `output_ports` hold it); None when there is none."""
+    if isinstance(ports, list) and ports and isinstance(ports[0], dict):
+        schema = ports[0].get("validation_schema")
+        return schema if isinstance(schema, dict) else None
+    return None

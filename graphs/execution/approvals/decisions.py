@@ -11,21 +11,17 @@ second is told who decided and when. The run then goes on where the mode says: a
 from __future__ import annotations
 
 import logging
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from graphs.engine.approval_forms import form_value_problems
-from graphs.execution import liveness, telemetry
-from graphs.execution.control import run_result_keep
-from graphs.execution.queue import run_send
-from graphs.execution.runs import run_resume
+from graphs.execution import telemetry
+from graphs.execution.going_on import go_on, going_on_fields
 from graphs.models import Approval, Run
 from nodespecs.audit import audit_record
 from nodespecs.callers import Caller
@@ -175,7 +171,7 @@ def decide(
     else:
         values = {}
     _take(approval, decision, decider, comment, values, now)
-    _go_on(run_id)
+    go_on(run_id)
     return Decided(run_id, decision, decider.as_json(), now)
 
 
@@ -216,14 +212,10 @@ def _take(
     now: datetime,
 ) -> None:
     """Take the decision, if nobody took one first (then 409 naming them)."""
-    queued = settings.EXECUTION_MODE == "queued"
-    going_on: dict[str, Any] = (
-        {"status": Run.Status.QUEUED, "heartbeat_at": now, "worker": ""}
-        if queued
-        else {"status": Run.Status.RUNNING, "heartbeat_at": now, "worker": liveness.process_label()}
-    )
     with transaction.atomic():
-        if not Run.objects.filter(pk=approval.run_id, status=Run.Status.WAITING).update(**going_on):
+        if not Run.objects.filter(pk=approval.run_id, status=Run.Status.WAITING).update(
+            **going_on_fields(now)
+        ):
             status = Run.objects.values_list("status", flat=True).get(pk=approval.run_id)
             raise DecisionError(409, _not_waiting(approval.run_id, status, _reread(approval)))
         Approval.objects.filter(pk=approval.pk).update(
@@ -243,65 +235,6 @@ def _take(
     )
     telemetry.decision_taken(decision, decider.kind)
     logger.info("Run %s decided %s by %s", approval.run_id, decision, decider.kind)
-
-
-# Direct mode: resumed runs go on here, each holding a thread while its nodes call out, as a
-# direct run does; at most as many at once as a web process runs.
-_resuming: ThreadPoolExecutor | None = None
-
-
-def _go_on(run_id: int) -> None:
-    """Send a decided run on: to the workers (queued), or to a thread here (direct)."""
-    global _resuming
-    if settings.EXECUTION_MODE == "queued":
-        try:
-            run_send(run_id, None)
-        except Exception:  # kombu's errors differ by broker: the reaper sends it again
-            logger.exception(
-                "Decided run %s could not be queued; the reaper sends it again", run_id
-            )
-        return
-    if _resuming is None:
-        _resuming = ThreadPoolExecutor(
-            settings.GRAPHS_DIRECT_RUN_THREADS, thread_name_prefix="run-resumed"
-        )
-    going = _resuming.submit(_resume_here, run_id)
-    with _going_lock:
-        _going.add(going)
-    going.add_done_callback(_gone)
-
-
-# The runs resuming here now, for `resumed_runs_wait`.
-_going: set[Future[None]] = set()
-_going_lock = threading.Lock()
-
-
-def _gone(going: Future[None]) -> None:
-    with _going_lock:
-        _going.discard(going)
-
-
-def resumed_runs_wait(timeout: float) -> bool:
-    """Wait until the runs this process is resuming (direct mode) have ended, at most
-    `timeout` seconds: for a server shutting down, so that a decided run is not cut short by
-    it, and for a test. False when some were still going."""
-    with _going_lock:
-        going = list(_going)
-    _, still = wait(going, timeout=timeout)
-    return not still
-
-
-def _resume_here(run_id: int) -> None:
-    try:
-        outcome = run_resume(run_id)
-        if outcome.succeeded:
-            # A follower in another process (or a task) reads the whole result from here.
-            run_result_keep(outcome.run_id, outcome.result)
-    except Exception:
-        logger.exception("Resuming run %s failed", run_id)
-    finally:
-        # A pool thread may wait long for its next run: it holds no connection meanwhile.
-        connection.close()
 
 
 def timeout_fire(run_id: int) -> Decided | None:

@@ -6,7 +6,8 @@ runs this thread: it reads the earliest due time (one indexed query), fires what
 (`decisions.timeout_fire`: a conditional update, so of several processes one fires it), and
 sleeps until the next due time, never longer than APPROVAL_TIMER_POLL_SECONDS, so that a
 timeout set by any process, or left by one that stopped, fires within that of its time (and
-one due later than that, at its time). After a restart the rows are still there.
+one due later than that, at its time). After a restart the rows are still there. The same
+look ends the breakpoint pauses that expired (graphs/execution/breakpoints.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from graphs.execution.approvals.decisions import timeout_fire
+from graphs.execution.breakpoints import pauses_expire
 from graphs.models import Approval, Run
 
 logger = logging.getLogger(__name__)
@@ -75,9 +77,13 @@ class _Timer:
 
     @staticmethod
     def tick() -> float:
-        """Fire the timeouts due now; how long to sleep until the next look."""
+        """Fire the timeouts due now and end the breakpoint pauses that expired; how long to
+        sleep until the next look."""
         close_old_connections()
         poll = float(settings.APPROVAL_TIMER_POLL_SECONDS)
+        pause_due = pauses_expire()
+        if pause_due is not None:
+            poll = min(poll, pause_due)
         earliest = (
             Approval.objects.filter(
                 decision="", timeout_at__isnull=False, run__status=Run.Status.WAITING

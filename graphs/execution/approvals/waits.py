@@ -8,51 +8,35 @@ it, in whatever process, rebuilds the engine's `Resume` from that row (`resume_o
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from graphs.engine import Paused, Resume
+from graphs.execution.saved_state import state_read, state_saved
 from graphs.models import Approval, NodeExecution, Run
-
-# The layout of `Approval.state`; a state of another layout cannot be resumed.
-STATE_VERSION = 1
 
 
 class WaitLost(RuntimeError):
     """The run stopped being `running` while it reached its approval node (it was reaped)."""
 
 
-class WaitTooLarge(ValueError):
-    """What the run would keep while it waits passes GRAPHS_MAX_WAIT_STATE_BYTES."""
-
-
 def wait_begin(run: Run, paused: Paused, arguments: Any, node_count: int) -> Approval:
     """Record that `run` waits at `paused`'s node: its `Approval` and its status together.
-    Raises `WaitLost` when the run is no longer running here, `WaitTooLarge` when its state
+    Raises `WaitLost` when the run is no longer running here, `StateTooLarge` when its state
     (every output so far: a loop of large tool results) passes GRAPHS_MAX_WAIT_STATE_BYTES."""
     now = timezone.now()
     timeout_at = now + timedelta(milliseconds=paused.timeout_ms) if paused.timeout_ms else None
-    state = {
-        "v": STATE_VERSION,
-        "arguments": arguments,
-        "executions": [[node_id, output] for node_id, output in paused.executions],
-        "elapsed_ms": paused.elapsed_ms,
-        "waited_since": paused.waited_since,
-    }
-    size = len(json.dumps(state, separators=(",", ":"), default=str))
-    if size > settings.GRAPHS_MAX_WAIT_STATE_BYTES:
-        raise WaitTooLarge(
-            f"Node {paused.node_id!r} cannot wait: what the run must keep until the decision "
-            f"(its arguments and every output so far) is {size} bytes, more than "
-            f"GRAPHS_MAX_WAIT_STATE_BYTES ({settings.GRAPHS_MAX_WAIT_STATE_BYTES}); have the "
-            "nodes before it return less, or raise the setting."
-        )
+    state = state_saved(
+        paused.node_id,
+        arguments,
+        paused.executions,
+        paused.elapsed_ms,
+        waited_since=paused.waited_since,
+    )
     with transaction.atomic():
         moved = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
             status=Run.Status.WAITING,
@@ -103,21 +87,15 @@ def resume_of(run_id: int) -> tuple[Any, Resume] | None:
     )
     if not waiting.exists():
         return None  # gone on already: a later node failed or the run ended
-    state = approval.state
-    if not isinstance(state, dict) or state.get("v") != STATE_VERSION:
-        raise ValueError(
-            f"Run {run_id} cannot go on: its saved state is unreadable (layout "
-            f"{state.get('v') if isinstance(state, dict) else None!r}, this server reads "
-            f"{STATE_VERSION})."
-        )
+    arguments, executions, elapsed_ms = state_read(run_id, approval.state)
     resume = Resume(
         node_id=approval.node_id,
-        executions=[(node_id, output) for node_id, output in state["executions"]],
+        executions=executions,
+        elapsed_ms=elapsed_ms,
         decision=output_of(approval),
-        elapsed_ms=float(state["elapsed_ms"]),
-        waited_since=float(state["waited_since"]),
+        waited_since=float(approval.state["waited_since"]),
     )
-    return state["arguments"], resume
+    return arguments, resume
 
 
 @dataclass(frozen=True)
