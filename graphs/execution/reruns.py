@@ -29,7 +29,7 @@ from graphs.execution import tracing
 from graphs.execution.breakpoints import stand_before
 from graphs.execution.going_on import go_on, going_on_fields
 from graphs.execution.payloads import holds_secret_or_cut
-from graphs.execution.runs import check_arguments, prepared_version
+from graphs.execution.runs import WorkflowCallError, check_arguments, prepared_version
 from graphs.execution.saved_state import StateTooLarge
 from graphs.models import NodeExecution, Run, WorkflowVersion
 from nodespecs.models import NodeSpec
@@ -89,7 +89,10 @@ def rerun(
         NodeExecution.objects.filter(run_id=run_id, index__lt=target.index).order_by("index")
     )
     chosen = _version(run, version)
-    prepared = prepared_version(chosen)
+    try:
+        prepared = prepared_version(chosen)
+    except WorkflowCallError as exc:  # a version saved before a check it now fails
+        raise RerunRefused(str(exc)) from None
     nodes = prepared.compiled.nodes
     missing = sorted(
         {row.node_id for row in replayed if row.node_id not in nodes} | ({from_node} - set(nodes))
@@ -109,7 +112,10 @@ def rerun(
         )
     _check_faithful(run, replayed, arguments, edited_entry=target.node_type == "entry")
     if target.node_type == "entry":
-        check_arguments(run.workflow_name, prepared.validator, arguments)
+        try:
+            check_arguments(run.workflow_name, prepared.validator, arguments)
+        except WorkflowCallError as exc:
+            raise RerunRefused(str(exc)) from None
     started = _started(
         run, chosen, target, replayed, executions, arguments, tool_arguments, version, caller
     )

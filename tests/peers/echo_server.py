@@ -25,7 +25,11 @@ the listing above stays what other tests expect:
   with a body (or, with `sse`, one event) streamed in pieces. It then never answers properly.
 - `exit(code)`: ends the process with `code` before answering, without a word on stderr.
 
-A probe, offered only when named in `ECHO_SERVER_TOOLS`:
+Probes, offered only when named in `ECHO_SERVER_TOOLS`:
+
+- `tally(value)`: counts the call in this server process and returns `{"value": value,
+  "calls": how many tally calls it has answered}`; `tallied()` returns that count without
+  counting, so a test reads off the server itself how often a workflow called it.
 
 - `meta()`: returns `{"meta": the call's _meta, "traceparent": its HTTP traceparent header
   (None over stdio), "lineage": its Switchyard-Lineage header}`, for the tracing and lineage
@@ -198,8 +202,23 @@ FAULT_TOOLS = {
     "trickle": trickle,
     "exit": exit_process,
 }
+_tallies = 0
+
+
+def tally(value: Any) -> dict[str, Any]:
+    """Count this call and return the value with the count so far."""
+    global _tallies
+    _tallies += 1
+    return {"value": value, "calls": _tallies}
+
+
+def tallied() -> int:
+    """How many tally calls this server has answered."""
+    return _tallies
+
+
 # Offered only when ECHO_SERVER_TOOLS names them.
-PROBE_TOOLS = {"meta": meta}
+PROBE_TOOLS = {"meta": meta, "tally": tally, "tallied": tallied}
 
 
 async def paginate_tools(ctx: Any, call_next: Any) -> Any:
