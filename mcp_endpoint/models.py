@@ -14,7 +14,10 @@ class Scope(models.TextChoices):
     TOOLS_EXECUTE = "tools:execute", "Call tools"
     RESOURCES_READ = "resources:read", "List and read resources"
     RUNS_READ = "runs:read", "Read every workflow run and its node executions"
-    RUNS_DECIDE = "runs:decide", "Approve or reject runs waiting at an approval node, and annotate runs"
+    RUNS_DECIDE = (
+        "runs:decide",
+        "Approve or reject runs waiting at an approval node, and annotate runs",
+    )
     WORKFLOWS_WRITE = "workflows:write", "Create and change drafts of workflows, and test them"
     WORKFLOWS_PUBLISH = "workflows:publish", "Publish a version of a workflow (serve it as a tool)"
     WORKFLOWS_ADMIN = (

@@ -14,7 +14,7 @@ the replayed executions as its state: a pause continued at once.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -24,7 +24,7 @@ from django.utils import timezone
 from graphs.engine import Execution
 from graphs.execution.going_on import go_on, going_on_fields
 from graphs.execution.saved_state import state_saved
-from graphs.models import Run, RunPause
+from graphs.models import Run, RunPause, WorkflowVersion
 
 logger = logging.getLogger(__name__)
 
@@ -78,11 +78,37 @@ def stand_before(
     )
 
 
-def pause_end(run_id: int, action: str, by: str) -> str:
+def breakpoints_checked(definition: dict[str, Any], names: Sequence[str]) -> tuple[str, ...]:
+    """`names` as a test run's breakpoints for a version with this `definition`; raises
+    `PauseError` (400) for too many, or for one that names no node of it."""
+    if len(names) > MAX_BREAKPOINTS:
+        raise PauseError(400, f"{len(names)} breakpoints: at most {MAX_BREAKPOINTS}.")
+    nodes = [node.get("id") for node in definition.get("nodes", []) if isinstance(node, dict)]
+    unknown = [name for name in names if name not in nodes]
+    if unknown:
+        raise PauseError(
+            400,
+            f"Breakpoint(s) {', '.join(map(repr, unknown))} name no node of the version; its "
+            f"nodes are {', '.join(map(repr, nodes))}.",
+        )
+    return tuple(dict.fromkeys(names))
+
+
+def pause_end(
+    run_id: int, action: str, by: str, *, started_by: Collection[str] | None = None
+) -> str:
     """Continue (to the next breakpoint), step (one node) or stop the run paused at its
-    breakpoint; the run's status after. Raises `PauseError` (nothing changed)."""
+    breakpoint; the run's status after. With `started_by`, only a run one of those callers
+    started is found. Raises `PauseError` (nothing changed)."""
     if action not in ACTIONS:
         raise PauseError(400, f"Unknown action {action!r}: send one of {', '.join(ACTIONS)}.")
+    if (
+        started_by is not None
+        and not Run.objects.filter(
+            pk=run_id, caller__in=[actor for actor in started_by if actor]
+        ).exists()
+    ):
+        raise PauseError(404, f"No test run {run_id} started with your key (or its user's).")
     pause = RunPause.objects.filter(run_id=run_id, ending="").defer("state").last()
     now = timezone.now()
     stopping = action == "stop"
@@ -108,6 +134,17 @@ def pause_end(run_id: int, action: str, by: str) -> str:
     if not stopping:
         go_on(run_id)
     return str(fields["status"])
+
+
+def test_run_version(run_id: int, workflow_name: str) -> WorkflowVersion | None:
+    """The version test run `run_id` of `workflow_name` runs; None when there is no such
+    test run."""
+    run = (
+        Run.objects.filter(pk=run_id, workflow_name=workflow_name, is_test=True)
+        .select_related("version__workflow__group")
+        .first()
+    )
+    return run.version if run is not None else None
 
 
 def _not_paused(run_id: int) -> tuple[int, str]:

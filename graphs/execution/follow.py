@@ -283,7 +283,8 @@ def _look(
     """One look at a watched run last seen in `status`: how it stands, what it waits for
     (read once, when it starts waiting), or its end."""
     outcome, reported = run_check(run_id, reported, progress)
-    if outcome.status in Run.FINISHED:
+    # A test run paused at a breakpoint is as far as a call follows it: its caller answers.
+    if outcome.status in Run.FINISHED or outcome.status == Run.Status.PAUSED:
         return RunEnded(outcome), reported
     if outcome.status == Run.Status.WAITING and status != Run.Status.WAITING:
         waiting = waiting_for(run_id)

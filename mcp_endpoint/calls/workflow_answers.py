@@ -20,8 +20,10 @@ from mcp import types
 from graphs.engine.outputs import structured_output
 from graphs.execution.control import run_cancel_request
 from graphs.execution.mocks import report_of_test_run
+from graphs.execution.pauses import pause_of
 from graphs.execution.runs import RunOutcome, RunRequest
 from graphs.execution.toolset import WorkflowTool, workflow_tools
+from graphs.history.step_context import step_context
 from graphs.models import Run
 from mcp_endpoint.jsonrpc.encoding import json_text
 
@@ -101,7 +103,10 @@ def call_result(
 
 
 def test_run_result(tool: WorkflowTool, outcome: RunOutcome) -> types.CallToolResult:
-    """A test run's result: what it returned and each node's output."""
+    """A test run's result: what it returned and each node's output; for one paused at a
+    breakpoint, where and the context there."""
+    if outcome.status == Run.Status.PAUSED:
+        return _paused_result(tool, outcome.run_id)
     if outcome.status in Run.ACTIVE:
         return still_going(tool.name, outcome.run_id, outcome.status)
     report = report_of_test_run(outcome.run_id)
@@ -116,6 +121,25 @@ def test_run_result(tool: WorkflowTool, outcome: RunOutcome) -> types.CallToolRe
         content=[types.TextContent(type="text", text=f"Error: {message}\n{text}")],
         structured_content={"error": message, "error_node": outcome.error_node_id, **report},
         is_error=True,
+    )
+
+
+def _paused_result(tool: WorkflowTool, run_id: int) -> types.CallToolResult:
+    report = report_of_test_run(run_id)
+    pause = pause_of(run_id)
+    if pause is not None:
+        step = step_context(run_id=run_id, index=pause.index)
+        report["paused"] = {**step.as_json(), "expires_at": pause.expires_at.isoformat()}
+        del report["paused"]["run_id"]
+    report["next"] = (
+        f"Call test_workflow with name {tool.name!r} and paused_run {{\"run_id\": {run_id}, "
+        '"action": "continue" | "step" | "stop"} to go on to the next breakpoint, run one '
+        "node, or end the run; the run page shows the same."
+    )
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json_text(report))],
+        structured_content=report,
+        _meta={RUN_ID_META: run_id},
     )
 
 

@@ -41,6 +41,11 @@ class StartRun:
     arguments: dict[str, Any]
     # A test run's mocked nodes' answers (graphs/execution/mocks.py).
     mocks: dict[str, Any] | None = None
+    # The node ids the test run pauses before (graphs/execution/breakpoints.py).
+    breakpoints: tuple[str, ...] = ()
+    # A paused test run sent on by this call: the core follows it from where it stands
+    # (to its next pause or its end) instead of starting a run.
+    continues: int | None = None
 
 
 class StrictArguments(BaseModel):

@@ -258,6 +258,7 @@ def _workflow_call(
             version=(tool.version_id, tool.digest),
             is_test=start is not None,
             mocks=start.mocks if start is not None else None,
+            breakpoints=start.breakpoints if start is not None else (),
             lineage=context.lineage,
         ),
         request_id=context.request_id,
@@ -266,7 +267,7 @@ def _workflow_call(
         may_become_task=may_become_task,
         cancel_on_disconnect=context.stateless,
         channel=channel,
-        continues=continues,
+        continues=start.continues if start is not None and start.continues else continues,
     )
 
 
