@@ -40,11 +40,11 @@ def run_queued(
     continue the trace of the call that queued it (graphs/execution/tracing.py)."""
     with continued(trace):
         outcome = run_execute(run_id=run_id, arguments=arguments)
-    if outcome is None or outcome.status == Run.Status.WAITING:
+    if outcome is None or outcome.status in (Run.Status.WAITING, Run.Status.PAUSED):
         # A duplicate stores no result: under the same task id it would overwrite the exit
         # value that the message which ran the run left for the waiting web process. Nor does
-        # a run that stopped at an approval node: the message that resumes it, under the same
-        # task id, leaves its exit value.
+        # a run that stopped at an approval node or a breakpoint: the message that resumes
+        # it, under the same task id, leaves its exit value.
         raise Ignore()
     if not outcome.succeeded:
         return None

@@ -135,6 +135,11 @@ def _retry_refusal(run: Run) -> str:
             "it had reached an approval node, whose decision a retry from its entry would ask "
             "for again: run the workflow again."
         )
+    if run.pauses.exists():
+        return (
+            "it had stopped before a node (a breakpoint, or the node a re-run starts at), "
+            "from which a retry from its entry would not go on: re-run it from that node."
+        )
     if _holds_masked(run.arguments):
         return MASKED_ARGUMENTS + "."
     return ""
@@ -229,8 +234,13 @@ def _reap_queued(now: datetime) -> list[Reaped]:
             f"{since:%Y-%m-%d %H:%M:%S} UTC"
         )
         same = Run.objects.filter(stale, pk=run.pk, resends=run.resends)
-        # A run decided at an approval node goes on from its saved state, not its arguments.
-        masked = _holds_masked(run.arguments) and not run.approvals.exclude(decision="").exists()
+        # A run decided at an approval node, or sent on from a pause (a breakpoint, a re-run's
+        # start), goes on from its saved state, not its arguments.
+        masked = (
+            _holds_masked(run.arguments)
+            and not run.approvals.exclude(decision="").exists()
+            and not run.pauses.exclude(ending="").exists()
+        )
         if run.resends < most and not masked:
             note = _note(
                 now, f"{waited}; its message was probably lost: sent again ({run.resends + 1} of "
