@@ -55,6 +55,9 @@ _STATUS: dict[str, str] = {
     Run.Status.QUEUED: "working",
     Run.Status.RUNNING: "working",
     Run.Status.WAITING: "working",
+    # A test run at a breakpoint: the call's answer (where, and the context there) is ready;
+    # test_workflow's paused_run sends it on in a call of its own.
+    Run.Status.PAUSED: "completed",
     Run.Status.SUCCEEDED: "completed",
     Run.Status.FAILED: "completed",
     Run.Status.TIMED_OUT: "completed",
@@ -107,6 +110,7 @@ def _task(state: RunState) -> dict[str, Any]:
         Run.Status.QUEUED: "Queued: waiting for a worker.",
         Run.Status.RUNNING: "Running.",
         Run.Status.WAITING: "Waiting for approval.",
+        Run.Status.PAUSED: "Paused at a breakpoint.",
     }
     message = messages.get(state.status, f"The run ended {state.status}.")
     return {
