@@ -29,9 +29,10 @@ from django.utils import timezone
 
 from graphs.engine.nesting import cut_to_depth
 from graphs.execution.control import RunNotFound
+from graphs.history.annotations import AnnotationRefused, annotation_of, tag_checked
 from graphs.history.keyset import TOKEN_PATTERN, Cursor, run_page
 from graphs.history.selectors import RunFilters, Step, run_steps, runs_filtered
-from graphs.models import Approval, NodeExecution, Run, Workflow
+from graphs.models import Approval, NodeExecution, Run, RunAnnotation, Workflow
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
@@ -58,6 +59,15 @@ RUN_FIELDS = (
     "finished_at",
     "duration_ms",
 )
+
+ANNOTATION_FIELDS = (
+    "annotation__verdict",
+    "annotation__note",
+    "annotation__by",
+    "annotation__updated_at",
+)
+# The verdicts the runs list filters by: none is the runs without one.
+VERDICT_FILTERS = ("", *RunAnnotation.Verdict.values, "none")
 
 
 class BadRunQuery(ValueError):
@@ -90,6 +100,8 @@ class RunDetail:
     approvals: list[dict[str, Any]]
     # What the run waits for now (the undecided approval of a waiting run), else None.
     waiting_for: dict[str, Any] | None
+    # A reviewer's verdict, note and tags (graphs/history/annotations.py); None if none.
+    annotation: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The run and its page as API clients receive them (`run_schemas.RunDetailOut`)."""
@@ -99,6 +111,7 @@ class RunDetail:
             "next_cursor": self.next_cursor,
             "approvals": self.approvals,
             "waiting_for": self.waiting_for,
+            "annotation": self.annotation,
         }
 
 
@@ -176,16 +189,29 @@ def runs_read(
     cursor: str | None = None,
     limit: int = DEFAULT_PAGE,
     max_bytes: int | None = None,
+    verdict: str = "",
+    tag: str = "",
 ) -> RunsPage:
     """Runs newest first, every caller's, filtered: of the workflow named `workflow`, with
     `status`, started by `caller`, created at or after `since` and before `until` (datetimes,
-    or ISO 8601 texts); at most `limit` of them, and fewer when their JSON would pass
-    `max_bytes`. One query for the page (and one to find the workflow by name)."""
+    or ISO 8601 texts), judged `verdict` by a reviewer (good, bad, or none for no verdict) and
+    tagged `tag`; at most `limit` of them, and fewer when their JSON would pass `max_bytes`.
+    One query for the page (and one to find the workflow by name)."""
     _check_limit(limit)
     if status and status not in Run.Status.values:
         raise BadRunQuery(
             f"Unknown status {status[:50]!r}; valid statuses: {', '.join(Run.Status.values)}."
         )
+    if verdict not in VERDICT_FILTERS:
+        raise BadRunQuery(
+            f"Unknown verdict {verdict[:50]!r}: send good, bad, or none for the runs without "
+            "a verdict."
+        )
+    if tag:
+        try:
+            tag = tag_checked(tag)
+        except AnnotationRefused as exc:
+            raise BadRunQuery(str(exc)) from None
     since, until = _moment("since", since), _moment("until", until)
     before = None
     if cursor is not None:
@@ -210,6 +236,8 @@ def runs_read(
         caller=caller,
         since=since,
         until=until,
+        verdict=verdict,
+        tag=tag,
     )
     runs = runs_filtered(filters).select_related("version").only(*RUN_FIELDS)
     page = run_page(runs, before=before, size=limit)
@@ -241,9 +269,14 @@ def run_read(
                 "execution."
             )
         start = int(cursor)
-    # The run first: if it had ended, every execution it wrote is there to read.
+    # The run first: if it had ended, every execution it wrote is there to read. Its
+    # annotation comes in the same query (its tags in one more, if it has one).
     try:
-        run = Run.objects.select_related("version").only(*RUN_FIELDS).get(pk=run_id)
+        run = (
+            Run.objects.select_related("version", "annotation")
+            .only(*RUN_FIELDS, *ANNOTATION_FIELDS)
+            .get(pk=run_id)
+        )
     except Run.DoesNotExist:
         raise RunNotFound(
             f"No run {run_id}; it may have been deleted. The runs are listed by list_runs "
@@ -266,7 +299,15 @@ def run_read(
     waiting = None
     if run.status == Run.Status.WAITING and approvals and approvals[-1]["decision"] is None:
         waiting = approvals[-1]
-    return RunDetail(record, executions, next_cursor, approvals, waiting)
+    annotation = annotation_of(run)
+    return RunDetail(
+        record,
+        executions,
+        next_cursor,
+        approvals,
+        waiting,
+        annotation.as_json() if annotation.updated_at else None,
+    )
 
 
 def approval_records(run: Run) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from pydantic import BaseModel, Field, PlainSerializer, WithJsonSchema
 
 from graphs.history.run_api_queries import RUNS_CURSOR, STEPS_CURSOR, RunDetail, RunsPage
-from graphs.models import NodeExecution, Run
+from graphs.models import NodeExecution, Run, RunAnnotation
 
 # The statuses as enums in the schemas: documented there, checked by run_api_queries (whose
 # message names the valid ones).
@@ -128,6 +128,20 @@ class ApprovalOut(BaseModel):
     form_values: dict[str, Any] | None = Field(description="The form as it was filled in.")
 
 
+class AnnotationOut(BaseModel):
+    """A reviewer's judgement of a run (graphs/history/annotations.py)."""
+
+    run_id: int
+    verdict: str = Field(
+        description="good, bad, or empty for none.",
+        json_schema_extra={"enum": ["", *RunAnnotation.Verdict.values]},
+    )
+    note: str
+    tags: list[str] = Field(description="Sorted; each lowercase letters, digits, -, _ or .")
+    by: str = Field(description="Who wrote it last: a username, or key:PREFIX for an API key.")
+    updated_at: Timestamp | None = Field(description="When; null if nobody annotated the run.")
+
+
 class RunDetailOut(BaseModel):
     run: RunOut
     node_executions: list[NodeExecutionOut] = Field(description="In execution order.")
@@ -143,6 +157,10 @@ class RunDetailOut(BaseModel):
     waiting_for: ApprovalOut | None = Field(
         default=None,
         description="What a waiting run waits for (decide it: POST /api/v1/runs/{id}/decision).",
+    )
+    annotation: AnnotationOut | None = Field(
+        default=None,
+        description="A reviewer's verdict, note and tags; null if nobody annotated the run.",
     )
 
 

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import Permission
-from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models import Count, Exists, F, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce, Left
 
 from graphs.history.drawing import graph_edges
@@ -45,6 +45,10 @@ class RunFilters:
     run_id: int | None = None
     # Test runs (test_workflow): "only" them, "hide" them, or "" for every run.
     tests: str = ""
+    # A reviewer's verdict (graphs/history/annotations.py): "good", "bad", "none" for the runs
+    # without one, or "" for every run; and a tag the runs carry.
+    verdict: str = ""
+    tag: str = ""
 
 
 def runs_filtered(filters: RunFilters) -> QuerySet[Run]:
@@ -63,6 +67,13 @@ def runs_filtered(filters: RunFilters) -> QuerySet[Run]:
         conditions &= Q(created_at__lt=filters.until)
     if filters.tests:
         conditions &= Q(is_test=filters.tests == "only")
+    if filters.verdict == "none":
+        conditions &= Q(annotation__isnull=True) | Q(annotation__verdict="")
+    elif filters.verdict:
+        conditions &= Q(annotation__verdict=filters.verdict)
+    if filters.tag:
+        # A run holds a tag once (RunTag's unique constraint): the join repeats no run.
+        conditions &= Q(tags__tag=filters.tag)
     return Run.objects.filter(conditions)
 
 
@@ -74,7 +85,8 @@ def run_list(
     size: int = RUNS_PER_PAGE,
 ) -> RunPage:
     """A page of runs, newest first: the newest, those older than `before`, or those newer
-    than `after`. One query; each run has its version and a short `error_summary`."""
+    than `after`. One query; each run has its version, a short `error_summary` and its
+    reviewer's `verdict` (None or "" for none)."""
     runs = (
         runs_filtered(filters)
         .select_related("version")
@@ -91,7 +103,9 @@ def run_list(
             "is_test",
             "version__number",
         )
-        .annotate(error_summary=Left("error", ERROR_SUMMARY_CHARS))
+        .annotate(
+            error_summary=Left("error", ERROR_SUMMARY_CHARS), verdict=F("annotation__verdict")
+        )
     )
     return run_page(runs, before=before, after=after, size=size)
 
@@ -114,8 +128,9 @@ def run_execution_counts(*, run_ids: Sequence[int]) -> dict[int, int]:
 
 
 def run_get(*, run_id: int) -> Run:
-    """A run with the version it ran (whose definition the drawing needs)."""
-    return Run.objects.select_related("version").get(pk=run_id)
+    """A run with the version it ran (whose definition the drawing needs) and its reviewer's
+    annotation, if any (`annotations.annotation_of` reads it without a query)."""
+    return Run.objects.select_related("version", "annotation").get(pk=run_id)
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
+from graphs.history.annotations import MAX_TAG_CHARS, AnnotationRefused, tag_checked
 from graphs.history.selectors import Cursor, RunFilters
-from graphs.models import Run
+from graphs.models import Run, RunAnnotation
 
 # The largest index a node execution can have (a positive integer column on every database).
 MAX_INDEX = 2**31 - 1
@@ -32,6 +33,13 @@ class RunFilterForm(forms.Form):
         required=False,
         choices=[("", "with test runs"), ("hide", "without test runs"), ("only", "test runs only")],
     )
+    verdict = forms.ChoiceField(
+        required=False,
+        choices=[("", "any verdict"), *RunAnnotation.Verdict.choices, ("none", "no verdict")],
+    )
+    tag = forms.CharField(
+        required=False, max_length=MAX_TAG_CHARS, help_text="A tag a reviewer gave the runs."
+    )
     since = forms.DateTimeField(label="From", required=False, widget=DateTimeInput)
     until = forms.DateTimeField(label="Until", required=False, widget=DateTimeInput)
     before = forms.CharField(required=False, widget=forms.HiddenInput)
@@ -52,6 +60,13 @@ class RunFilterForm(forms.Form):
             return Cursor.parse(token)
         except (ValueError, OverflowError):
             raise forms.ValidationError(CURSOR_ERROR) from None
+
+    def clean_tag(self) -> str:
+        tag = self.cleaned_data.get("tag") or ""
+        try:
+            return tag_checked(tag) if tag else ""
+        except AnnotationRefused as refused:
+            raise forms.ValidationError(str(refused)) from None
 
     def clean_before(self) -> Cursor | None:
         return self._cursor("before")
@@ -78,6 +93,8 @@ class RunFilterForm(forms.Form):
             until=data["until"],
             run_id=data["run"],
             tests=data["tests"],
+            verdict=data["verdict"],
+            tag=data["tag"],
         )
 
 

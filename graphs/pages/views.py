@@ -24,6 +24,7 @@ from graphs.execution.approvals.decisions import DecisionError, decide, decider_
 from graphs.execution.approvals.waits import waiting_for, waiting_runs
 from graphs.execution.tracing import trace_url
 from graphs.history import selectors
+from graphs.history.annotations import annotation_of
 from graphs.history.drawing import draw_graph
 from graphs.models import Approval, Run
 from graphs.pages import downloads
@@ -35,7 +36,7 @@ from nodespecs.callers import caller_user
 
 # How often the page of a run still in progress reloads itself.
 REFRESH_SECONDS = 2
-FILTER_KEYS = ("run", "workflow", "status", "caller", "since", "until")
+FILTER_KEYS = ("run", "workflow", "status", "caller", "since", "until", "verdict", "tag")
 
 View = Callable[..., HttpResponse]
 
@@ -146,6 +147,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "graphs/run_detail.html",
         {
             "run": run,
+            # A reviewer's verdict, note and tags, read with the run (their tags only if any).
+            "annotation": annotation_of(run),
             # Each wait of the run at an approval node, and the decision it got.
             "waits": waits,
             "decision_fields": _decision_fields(request, run, waits),

@@ -16,16 +16,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema
+from pydantic import WithJsonSchema
 
 from graphs.execution.approvals.decisions import DecisionError, decide, decider_of
 from graphs.execution.control import RunNotFound, run_cancel
+from graphs.history.annotations import MAX_TAG_CHARS
 from graphs.history.run_api_queries import (
     DEFAULT_PAGE,
     MAX_PAGE,
+    VERDICT_FILTERS,
     BadRunQuery,
     WorkflowNotFound,
     run_read,
@@ -103,6 +106,20 @@ SINCE = Query(None, description="Runs created at or after it; no offset: UTC.")
 UNTIL = Query(None, description="Runs created before it; no offset: UTC.")
 RUNS_PAGE = Query(None, description="The next_cursor of the previous page, unchanged.")
 STEPS_PAGE = Query(None, description="The next_cursor of the previous page, unchanged.")
+VERDICT = Query(
+    "", description="A reviewer's verdict: good, bad, or none for the runs without one."
+)
+TAG = Query("", max_length=MAX_TAG_CHARS, description="A tag a reviewer gave the runs.")
+# Documented (an enum, a pattern), checked by run_api_queries (whose messages say what to send).
+VerdictQuery = Annotated[
+    str, WithJsonSchema({"type": "string", "enum": list(VERDICT_FILTERS), "default": ""})
+]
+TagQuery = Annotated[
+    str,
+    WithJsonSchema(
+        {"type": "string", "pattern": f"^[A-Za-z0-9._-]{{0,{MAX_TAG_CHARS}}}$", "default": ""}
+    ),
+]
 
 
 @router.get(
@@ -119,6 +136,8 @@ def list_runs(
     until: Moment = UNTIL,
     limit: int = LIMIT,
     cursor: RunsCursor = RUNS_PAGE,
+    verdict: VerdictQuery = VERDICT,
+    tag: TagQuery = TAG,
 ) -> dict[str, Any]:
     rest_caller(request, "runs:read")
     with _refused_as_http():
@@ -130,6 +149,8 @@ def list_runs(
             until=until,
             cursor=cursor,
             limit=limit,
+            verdict=verdict,
+            tag=tag,
         )
     return page.as_dict()
 
