@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from graphs.pages import annotations, views
+from graphs.pages import annotations, comparison, views
 
 app_name = "graphs"
 
@@ -11,6 +11,8 @@ urlpatterns = [
     path("runs/<int:run_id>/", views.run_detail, name="run_detail"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/payloads/<str:part>.json", views.run_payload, name="run_payload"),
+    path("runs/<int:run_id>/compare/", comparison.run_compare_pick, name="run_compare_pick"),
+    path("runs/<int:run_id>/compare/<int:other_id>/", comparison.run_compare, name="run_compare"),
     path("runs/<int:run_id>/annotation/", annotations.run_annotate, name="run_annotate"),
     path("workflows/", views.workflow_list, name="workflows"),
     path("approvals/", views.approvals, name="approvals"),
