@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from graphs.pages import annotations, comparison, views
+from graphs.pages import annotations, comparison, examples, views
 
 app_name = "graphs"
 
@@ -14,6 +14,12 @@ urlpatterns = [
     path("runs/<int:run_id>/compare/", comparison.run_compare_pick, name="run_compare_pick"),
     path("runs/<int:run_id>/compare/<int:other_id>/", comparison.run_compare, name="run_compare"),
     path("runs/<int:run_id>/annotation/", annotations.run_annotate, name="run_annotate"),
+    path("runs/<int:run_id>/example/", examples.run_example_keep, name="run_example_keep"),
+    path(
+        "runs/<int:run_id>/example/remove/",
+        examples.run_example_remove,
+        name="run_example_remove",
+    ),
     path("workflows/", views.workflow_list, name="workflows"),
     path("approvals/", views.approvals, name="approvals"),
     path("approvals/<int:run_id>/decision/", views.approval_decide, name="approval_decide"),

@@ -8,7 +8,6 @@ import json
 from typing import Any
 
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
@@ -17,11 +16,15 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from graphs.admin.display import DrawingMedia, drawing_html, yaml_html
+from graphs.admin.examples import example_remove_view, examples_html, publish_submitted
 from graphs.admin.forms import TestRunForm, WorkflowForm
+from graphs.authoring.examples import (
+    version_examples,
+    versions_with_example_results,
+)
 from graphs.authoring.rights import group_owner_names
 from graphs.authoring.services import (
     group_save,
-    workflow_publish,
     workflow_save,
     workflow_save_draft,
 )
@@ -37,7 +40,7 @@ SAVE_DRAFT = "_save_draft"
 
 class VersionInline(admin.TabularInline):
     model = WorkflowVersion
-    fields = ("number", "state", "created_at", "author_name", "comment", "digest")
+    fields = ("number", "state", "examples", "created_at", "author_name", "comment", "digest")
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -47,8 +50,16 @@ class VersionInline(admin.TabularInline):
         return False
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[WorkflowVersion]:
-        # Each version's status reads its workflow: joined, not one query a row.
-        return super().get_queryset(request).select_related("workflow")
+        # Each version's status reads its workflow: joined, not one query a row; its example
+        # results are counted in the same query, the failed ones prefetched in one more.
+        return versions_with_example_results(
+            super().get_queryset(request).select_related("workflow")
+        )
+
+    @admin.display(description="Examples")
+    def examples(self, version: WorkflowVersion) -> str:
+        """How it did against the workflow's examples when last checked (publishing checks)."""
+        return version_examples(version).text()
 
     @admin.display(description="Status")
     def state(self, version: WorkflowVersion) -> str:
@@ -65,7 +76,7 @@ class WorkflowAdmin(AuditedAdmin):
     list_display = ("name", "group", "enabled", "current_version", "updated_at")
     list_filter = ("enabled", "group")
     search_fields = ("name", "description")
-    readonly_fields = ("drawing", "current_version")
+    readonly_fields = ("drawing", "current_version", "examples")
     fields = (
         "name",
         "group",
@@ -74,6 +85,7 @@ class WorkflowAdmin(AuditedAdmin):
         "graph",
         "drawing",
         "current_version",
+        "examples",
     )
     inlines = [VersionInline]
     change_form_template = "admin/graphs/workflow/change_form.html"
@@ -82,6 +94,11 @@ class WorkflowAdmin(AuditedAdmin):
     @admin.display(description="Graph")
     def drawing(self, workflow: Workflow) -> str:
         return drawing_html(draw_graph(workflow.nodes))
+
+    @admin.display(description="Examples")
+    def examples(self, workflow: Workflow) -> str:
+        """Runs whose results every version must still give (graphs/admin/examples.py)."""
+        return examples_html(workflow)
 
     def save_model(self, request: HttpRequest, obj: Workflow, form: Any, change: bool) -> None:
         """Save and publish; or, with "Save as draft", store a draft version and leave the
@@ -113,28 +130,21 @@ class WorkflowAdmin(AuditedAdmin):
                 self.admin_site.admin_view(self.publish_view),
                 name="graphs_workflow_publish",
             ),
+            path(
+                "<int:workflow_id>/examples/<int:example_id>/remove/",
+                self.admin_site.admin_view(self.example_remove_view),
+                name="graphs_workflow_example_remove",
+            ),
             *super().get_urls(),
         ]
 
     def publish_view(self, request: HttpRequest, workflow_id: int, number: int) -> HttpResponse:
-        """Confirm, then serve version `number` of the workflow from now on."""
+        """Confirm, then serve version `number` of the workflow from now on, once it passes
+        the workflow's examples (or the author publishes it anyway: graphs/admin/examples.py)."""
         workflow = get_object_or_404(Workflow, pk=workflow_id)
         version = get_object_or_404(WorkflowVersion, workflow=workflow, number=number)
         if not self.has_change_permission(request, workflow):
             return HttpResponseRedirect(reverse("admin:index"))
-        change_url = reverse("admin:graphs_workflow_change", args=[workflow.pk])
-        if request.method == "POST":
-            try:
-                workflow_publish(version=version, caller=caller_user(admin_user(request)))
-            except ValidationError as exc:
-                self.message_user(
-                    request,
-                    f"Version {number} cannot be published: {'; '.join(exc.messages)}",
-                    messages.ERROR,
-                )
-            else:
-                self.message_user(request, f"Version {number} is served now.", messages.SUCCESS)
-            return HttpResponseRedirect(change_url)
         context = {
             **self.admin_site.each_context(request),
             "title": f"Publish version {number} of {workflow.name}",
@@ -142,8 +152,16 @@ class WorkflowAdmin(AuditedAdmin):
             "version": version,
             "opts": self.model._meta,
             "definition": yaml_html(version.definition),
+            "example_count": workflow.examples.count(),
         }
+        if request.method == "POST":
+            return publish_submitted(self, request, version, context)
         return TemplateResponse(request, "admin/graphs/workflow/publish.html", context)
+
+    def example_remove_view(
+        self, request: HttpRequest, workflow_id: int, example_id: int
+    ) -> HttpResponse:
+        return example_remove_view(self, request, workflow_id, example_id)
 
     def test_run_view(self, request: HttpRequest, workflow_id: int) -> HttpResponse:
         """Run the workflow with sample arguments; the run's history page shows what it did."""

@@ -2,7 +2,8 @@
 
 A draft is a version that is not served. `draft_create` and `draft_update` validate a definition
 (graphs/authoring/validation.py) and store it as a draft; `version_publish` makes a version the
-served one after validating it again against today's providers. `workflow_view` and `version_list`
+served one after validating it again against today's providers and checking it against the
+workflow's examples (graphs/authoring/example_checks.py). `workflow_view` and `version_list`
 read them back. Saving in the admin or importing a file still publishes at once
 (graphs/authoring/services.py `workflow_save`).
 
@@ -21,10 +22,10 @@ import jsonpatch
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from graphs.authoring.example_checks import ExamplesFailed, examples_publish
 from graphs.authoring.files import GraphFileError, graph_document, graph_import, provider_entry
 from graphs.authoring.patching import PatchRefused, apply_patch_within_budget
 from graphs.authoring.rights import group_change_refusal
-from graphs.authoring.services import workflow_publish
 from graphs.authoring.validation import read_definition, validate_workflow
 from graphs.engine.checks.problems import Problem
 from graphs.engine.format.flat_form import nested_form
@@ -255,19 +256,24 @@ def _version(workflow: Workflow, number: int | None) -> WorkflowVersion:
     return version
 
 
-@transaction.atomic
-def version_publish(*, name: str, number: int, caller: Caller) -> WorkflowVersion:
+def version_publish(
+    *, name: str, number: int, caller: Caller, force: bool = False
+) -> WorkflowVersion:
     """Serve version `number` of workflow `name` from now on, after validating it again
     against today's providers (a version that no longer validates is refused with its
-    problems)."""
+    problems) and checking it against the workflow's examples (one that changes an example's
+    result is refused naming it, unless `force`: graphs/authoring/example_checks.py)."""
     workflow = _workflow(name)
     _refuse(group_change_refusal(workflow.group, caller, "publish workflows"))
     version = _version(workflow, number)
     _validated(version_document(version), caller, None)
     try:
-        # The workflow as published now, for the version's status; `workflow_publish` has
-        # set the version's `published_at` itself.
-        version.workflow = workflow_publish(version=version, caller=caller)
+        # The workflow as published now, for the version's status; publishing has
+        # set the version's `published_at` itself. Not in one transaction with the checks
+        # before it: they are kept even when publishing is refused.
+        version.workflow, _ = examples_publish(version=version, caller=caller, force=force)
+    except ExamplesFailed as exc:
+        raise DraftRefused(exc.message, exc.problems) from None
     except ValidationError as exc:
         raise DraftRefused(
             f"Version {number} of {name!r} cannot be served: {'; '.join(exc.messages)}"

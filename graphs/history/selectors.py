@@ -130,7 +130,7 @@ def run_execution_counts(*, run_ids: Sequence[int]) -> dict[int, int]:
 def run_get(*, run_id: int) -> Run:
     """A run with the version it ran (whose definition the drawing needs) and its reviewer's
     annotation, if any (`annotations.annotation_of` reads it without a query)."""
-    return Run.objects.select_related("version", "annotation").get(pk=run_id)
+    return Run.objects.select_related("version", "annotation", "example").get(pk=run_id)
 
 
 @dataclass(frozen=True)

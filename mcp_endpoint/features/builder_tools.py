@@ -15,7 +15,7 @@ from typing import Annotated, Any, TypeVar, cast
 
 from pydantic import Field
 
-from graphs.authoring import drafts
+from graphs.authoring import drafts, examples
 from graphs.authoring.patching import MAX_PATCH_OPERATIONS
 from graphs.authoring.validation import MAX_DEFINITION_BYTES, validate_workflow
 from graphs.execution import mocks as run_mocks
@@ -113,6 +113,12 @@ class UpdateWorkflowArguments(StrictArguments):
 class PublishWorkflowArguments(StrictArguments):
     name: str = _NAME
     version: int = Field(ge=1, description="The version to serve from now on.")
+    force: bool = Field(
+        default=False,
+        description="Publish even though the version changes the result of (or fails) one of "
+        "the workflow's examples, which otherwise refuses it naming them; recorded in the "
+        "audit trail with the examples it failed.",
+    )
 
 
 class GetWorkflowArguments(StrictArguments):
@@ -157,9 +163,37 @@ class TestWorkflowArguments(StrictArguments):
         description="Every mcp node not in `mocks` answers a value made from its tool's "
         "outputSchema, so nothing is called for real.",
     )
+    examples: bool = Field(
+        default=False,
+        description="Instead of one run, check the version against every example of the "
+        "workflow (runs reviewers kept): each replays its recorded tool outputs and decisions, "
+        "calling no server and recording no run. Answers, per example, whether the result is "
+        "the same, else its differences or error. Give no `arguments`, `mocks` or `mock_all` "
+        "with it.",
+    )
 
 
-def _test(arguments: TestWorkflowArguments, caller: Caller) -> StartRun:
+# What an example check answers `test_workflow` (graphs/authoring/example_checks.py).
+_EXAMPLE_RESULT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "example": {"type": "integer"},
+        "run_id": {"type": ["integer", "null"], "description": "The run it was kept from."},
+        "passed": {"type": "boolean"},
+        "differences": {
+            "type": "object",
+            "description": "Where the result differs: items of {path, a (the example's), b "
+            "(now)}; cut: more were not listed.",
+        },
+        "error": {"type": "string", "description": "Why the version's run failed."},
+    },
+    "required": ["example", "run_id", "passed"],
+}
+
+
+def _test(arguments: TestWorkflowArguments, caller: Caller) -> StartRun | dict[str, Any]:
+    if arguments.examples:
+        return _test_examples(arguments, caller)
     version = drafts.version_to_test(name=arguments.name, number=arguments.version, caller=caller)
     answers = run_mocks.mock_answers(
         version, arguments.mocks, mock_all=arguments.mock_all, caller=with_same_owner_actors(caller)
@@ -178,6 +212,19 @@ def _test(arguments: TestWorkflowArguments, caller: Caller) -> StartRun:
     return StartRun(tool, arguments.arguments, mocks=answers)
 
 
+def _test_examples(arguments: TestWorkflowArguments, caller: Caller) -> dict[str, Any]:
+    others = {"arguments", "mocks", "mock_all", "breakpoints", "paused_run"}
+    given = sorted(others & arguments.model_fields_set)
+    if given:
+        raise ToolError(
+            f"With examples: true, leave out {', '.join(given)}: each example brings its own "
+            "arguments and its recorded tool outputs. Call test_workflow without `examples` "
+            "to run the version with arguments and mocks of your own."
+        )
+    version = drafts.version_to_test(name=arguments.name, number=arguments.version, caller=caller)
+    return examples.examples_test(version, caller).as_json()
+
+
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
 
@@ -194,6 +241,8 @@ def _refusals_answered(handler: Handler) -> Handler:
             raise ToolError(exc.message, details) from None
         except run_mocks.MockRefused as exc:
             raise ToolError(str(exc)) from None
+        except examples.ExampleRefused as exc:
+            raise ToolError(exc.message) from None
 
     return cast(Handler, answer)
 
@@ -233,8 +282,15 @@ def _update(arguments: UpdateWorkflowArguments, caller: Caller) -> dict[str, Any
 
 
 def _publish(arguments: PublishWorkflowArguments, caller: Caller) -> dict[str, Any]:
-    version = drafts.version_publish(name=arguments.name, number=arguments.version, caller=caller)
-    return {"workflow": arguments.name, "version": version.number, "status": version.status}
+    version = drafts.version_publish(
+        name=arguments.name, number=arguments.version, caller=caller, force=arguments.force
+    )
+    return {
+        "workflow": arguments.name,
+        "version": version.number,
+        "status": version.status,
+        "examples": examples.version_examples_text(version),
+    }
 
 
 def _get(arguments: GetWorkflowArguments, caller: Caller) -> dict[str, Any]:
@@ -255,7 +311,9 @@ BUILDER_TOOLS: tuple[ToolDefinition, ...] = (
             "Run a draft or published version of a workflow with `arguments`, its mcp nodes "
             "answered by `mocks` where you give them (or all of them with mock_all), the rest "
             "calling their servers for real. Recorded as a test run. Answers the result, the "
-            "run id and each node's output, so you can see where a draft goes wrong."
+            "run id and each node's output, so you can see where a draft goes wrong. With "
+            "examples: true, checks the version against the workflow's examples instead (what "
+            "publish_workflow checks) and answers each one's outcome."
         ),
         arguments=TestWorkflowArguments,
         output_schema={
@@ -272,8 +330,14 @@ BUILDER_TOOLS: tuple[ToolDefinition, ...] = (
                     },
                 },
                 "nodes_truncated": {"type": "boolean"},
+                "workflow": {"type": "string"},
+                "version": {"type": "integer"},
+                "checked": {"type": "integer"},
+                "passed": {"type": "integer"},
+                "examples": {"type": "array", "items": _EXAMPLE_RESULT},
             },
-            "required": ["run_id", "nodes"],
+            # A test run's report, or (examples: true) the examples' outcomes.
+            "anyOf": [{"required": ["run_id", "nodes"]}, {"required": ["examples"]}],
         },
         handler=_refusals_answered(_test),
         # Its unmocked nodes call their servers for real, whose effects are unknown here.
@@ -340,11 +404,23 @@ BUILDER_TOOLS: tuple[ToolDefinition, ...] = (
         title="Publish a workflow version",
         description=(
             "Serve a version of a workflow as its tool from now on (a draft, or an earlier "
-            "version to roll back to), after validating it again against today's servers. "
+            "version to roll back to), after validating it again against today's servers and "
+            "checking it against the workflow's examples: a version that changes an example's "
+            "result is refused naming it and its differences, unless force is true. "
             "Needs the scope workflows:publish and ownership of the workflow's group."
         ),
         arguments=PublishWorkflowArguments,
-        output_schema=_SAVED,
+        output_schema={
+            **_SAVED,
+            "properties": {
+                **_SAVED["properties"],
+                "examples": {
+                    "type": "string",
+                    "description": "How the version did against the examples, e.g. "
+                    '"examples: 3/3 passed".',
+                },
+            },
+        },
         handler=_refusals_answered(_publish),
         scope="workflows:publish",
         writes=True,

@@ -54,6 +54,7 @@ from mcp_endpoint.rest.common import (
     responses,
     rest_caller,
 )
+from mcp_endpoint.rest.examples import router as examples_router
 from mcp_endpoint.rest.run_annotations import router as run_annotations_router
 from mcp_endpoint.rest.run_comparison import router as run_comparison_router
 from mcp_endpoint.rest.runs import router as runs_router
@@ -371,5 +372,6 @@ def public_health(request: HttpRequest) -> HttpResponse:
 
 
 api.add_router("", runs_router)
+api.add_router("", examples_router)
 api.add_router("", run_comparison_router)
 api.add_router("", run_annotations_router)
