@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar, cast
+from typing import Annotated, Any, Literal, TypeVar, cast
 
 from pydantic import Field
 
@@ -19,7 +19,15 @@ from graphs.authoring import drafts, examples
 from graphs.authoring.patching import MAX_PATCH_OPERATIONS
 from graphs.authoring.validation import MAX_DEFINITION_BYTES, validate_workflow
 from graphs.execution import mocks as run_mocks
+from graphs.execution.breakpoints import (
+    MAX_BREAKPOINTS,
+    PauseError,
+    breakpoints_checked,
+    pause_end,
+    test_run_version,
+)
 from graphs.execution.toolset import WorkflowTool
+from graphs.models import WorkflowVersion
 from mcp_endpoint.access.keys import with_same_owner_actors
 from mcp_endpoint.features.tool_definitions import (
     StartRun,
@@ -137,6 +145,11 @@ class ListWorkflowVersionsArguments(StrictArguments):
     name: str = _NAME
 
 
+class PausedRunAction(StrictArguments):
+    run_id: int = Field(ge=1, description="The paused test run, as the answer named it.")
+    action: Literal["continue", "step", "stop"]
+
+
 class TestWorkflowArguments(StrictArguments):
     name: str = _NAME
     version: int | None = Field(
@@ -162,6 +175,18 @@ class TestWorkflowArguments(StrictArguments):
         default=False,
         description="Every mcp node not in `mocks` answers a value made from its tool's "
         "outputSchema, so nothing is called for real.",
+    )
+    breakpoints: list[Annotated[str, Field(max_length=128)]] = Field(
+        default_factory=list,
+        max_length=MAX_BREAKPOINTS,
+        description="Node ids the run pauses before (status paused, holding nothing): the "
+        "call then answers where it paused and the context there. Send it on with "
+        "`paused_run`; a pause left GRAPHS_BREAKPOINT_EXPIRY_SECONDS (an hour) expires.",
+    )
+    paused_run: PausedRunAction | None = Field(
+        default=None,
+        description="Instead of a new run, send on a test run of yours paused at a "
+        "breakpoint: continue (to the next breakpoint or the end), step (one node) or stop.",
     )
     examples: bool = Field(
         default=False,
@@ -194,13 +219,25 @@ _EXAMPLE_RESULT: dict[str, Any] = {
 def _test(arguments: TestWorkflowArguments, caller: Caller) -> StartRun | dict[str, Any]:
     if arguments.examples:
         return _test_examples(arguments, caller)
+    if arguments.paused_run is not None:
+        return _paused_run_sent_on(arguments, arguments.paused_run, caller)
     version = drafts.version_to_test(name=arguments.name, number=arguments.version, caller=caller)
+    try:
+        breakpoints = breakpoints_checked(version.definition, arguments.breakpoints)
+    except PauseError as exc:
+        raise ToolError(exc.message) from None
     answers = run_mocks.mock_answers(
         version, arguments.mocks, mock_all=arguments.mock_all, caller=with_same_owner_actors(caller)
     )
+    tool = _test_tool(version, arguments.name)
+    return StartRun(tool, arguments.arguments, mocks=answers, breakpoints=breakpoints)
+
+
+def _test_tool(version: WorkflowVersion, name: str) -> WorkflowTool:
+    """The version as the tool a test run of it is followed as."""
     definition = version.definition
-    tool = WorkflowTool(
-        name=arguments.name,
+    return WorkflowTool(
+        name=name,
         description=definition.get("description", ""),
         input_schema=definition.get("inputSchema") or {},
         output_schema=definition.get("outputSchema"),
@@ -209,7 +246,32 @@ def _test(arguments: TestWorkflowArguments, caller: Caller) -> StartRun | dict[s
         digest=version.digest,
         group=version.workflow.group.slug,
     )
-    return StartRun(tool, arguments.arguments, mocks=answers)
+
+
+def _paused_run_sent_on(
+    arguments: TestWorkflowArguments, paused: PausedRunAction, caller: Caller
+) -> StartRun:
+    """Continue, step or stop a test run the caller (or its user) started, and follow it to
+    its next pause or its end."""
+    if arguments.arguments or arguments.mocks or arguments.breakpoints or arguments.mock_all:
+        raise ToolError(
+            "paused_run sends on a run that has its arguments, mocks and breakpoints: give "
+            "only name and paused_run."
+        )
+    owned = with_same_owner_actors(caller)
+    version = test_run_version(paused.run_id, arguments.name)
+    if version is None:
+        raise ToolError(f"No test run {paused.run_id} of {arguments.name!r}.")
+    try:
+        pause_end(
+            paused.run_id,
+            paused.action,
+            caller.actor,
+            started_by={caller.actor, *owned.same_owner_actors},
+        )
+    except PauseError as exc:
+        raise ToolError(exc.message) from None
+    return StartRun(_test_tool(version, arguments.name), {}, continues=paused.run_id)
 
 
 def _test_examples(arguments: TestWorkflowArguments, caller: Caller) -> dict[str, Any]:
