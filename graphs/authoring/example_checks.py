@@ -6,7 +6,7 @@ from the example's copies (the k-th call of a node gets its k-th recorded output
 them, or of a node the example recorded nothing of, fails the example naming the node: no
 server is ever called), its approval nodes decided with the recorded decisions in order, under
 the version's own limits. An example passes when the version's result equals the example's;
-else its differences (graphs/history/json_diff.py) or the run's error say what changed. Each
+else its differences (graphs/engine/json_diff.py) or the run's error say what changed. Each
 check is stored as an `ExampleCheck` per (example, version), for the workflow's admin page.
 """
 
@@ -35,10 +35,10 @@ from graphs.engine import (
     execute,
     parse_tool,
 )
+from graphs.engine.json_diff import Differences, differences
 from graphs.engine.language.regex import RegexNotSupported
 from graphs.engine.schemas import SchemaUnresolvable, schema_errors, schema_validator
 from graphs.execution.limits import limits_for_run, limits_from_mapping
-from graphs.history.json_diff import Differences, differences
 from graphs.models import ExampleCheck, Workflow, WorkflowExample, WorkflowVersion
 from nodespecs.audit import Action, audit_record
 from nodespecs.callers import Caller

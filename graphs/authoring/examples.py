@@ -36,7 +36,7 @@ from graphs.authoring.example_checks import (
     prepared_version,
 )
 from graphs.authoring.rights import group_change_refusal
-from graphs.execution.mocks import _own_actors
+from graphs.execution.mocks import own_actors
 from graphs.execution.payloads import holds_secret_or_cut
 from graphs.models import (
     ExampleCheck,
@@ -83,7 +83,7 @@ def _readable_run(run_id: int, caller: Caller) -> Run:
     """Run `run_id` when `caller` may read it (any run with runs:read, else its own: those
     started by its key or another key of its user, as test_workflow's `from_run` decides)."""
     runs = Run.objects.select_related("workflow__group").filter(pk=run_id)
-    actors = _own_actors(caller)
+    actors = own_actors(caller)
     if actors is not None:
         runs = runs.filter(caller__in=actors)
     run = runs.first()

@@ -74,7 +74,7 @@ def _given(key: str, value: Any) -> dict[str, Any]:
     return _result(value)
 
 
-def _own_actors(caller: Caller) -> set[str] | None:
+def own_actors(caller: Caller) -> set[str] | None:
     """The `Run.caller` values of the runs `caller` may take outputs from; None for any run
     (the `runs:read` scope). An empty actor (no one in particular) owns no run."""
     if caller.has_scope("runs:read"):
@@ -88,7 +88,7 @@ def _from_run(key: str, node_id: str, run_id: Any, caller: Caller) -> dict[str, 
     if not isinstance(run_id, int) or isinstance(run_id, bool):
         raise MockRefused(f'mocks[{key!r}]: "from_run" must be a run id (a number).')
     executions = NodeExecution.objects.filter(run_id=run_id, node_id=node_id, status="succeeded")
-    actors = _own_actors(caller)
+    actors = own_actors(caller)
     if actors is not None:
         executions = executions.filter(run__caller__in=actors)
     execution = executions.order_by("-index").first()

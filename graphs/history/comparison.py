@@ -22,6 +22,7 @@ from typing import Any
 
 from django.db.models.functions import Left
 
+from graphs.engine.json_diff import Differences, differences
 from graphs.execution.control import RunNotFound
 from graphs.execution.payloads import TRUNCATED_KEY, holds_secret_or_cut
 from graphs.history.comparison_shapes import (
@@ -38,7 +39,6 @@ from graphs.history.comparison_shapes import (
     NodeComparison,
     RunSummary,
 )
-from graphs.history.json_diff import Differences, differences
 from graphs.models import NodeExecution, Run
 
 #: The most node executions of each run that are compared.
