@@ -459,7 +459,7 @@ class ExampleCheck(models.Model):
         WorkflowVersion, on_delete=models.CASCADE, related_name="example_checks"
     )
     passed = models.BooleanField()
-    # What differs from the example's result (RFC 6902 operations), or why it could not run.
+    # What differs from the example's result (graphs/engine/json_diff.py: {"items", "cut"}).
     differences = models.JSONField(default=list)
     error = models.TextField(blank=True)
     checked_at = models.DateTimeField(default=timezone.now)
