@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from graphs.history.json_diff import Differences
+from graphs.engine.json_diff import Differences
 
 # How a value (arguments, result, an output) of the two runs compares.
 SAME = "same"

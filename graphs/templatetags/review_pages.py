@@ -26,7 +26,7 @@ def json_text(value: Any) -> str:
 
 @register.filter
 def has_side(difference: dict[str, Any], side: str) -> bool:
-    """Whether a difference (graphs/history/json_diff.py) has a value on `side` ("a", "b"):
+    """Whether a difference (graphs/engine/json_diff.py) has a value on `side` ("a", "b"):
     a place only one run's value has has no key on the other side."""
     return side in difference
 
