@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from graphs.pages import annotations, comparison, examples, views
+from graphs.pages import annotations, comparison, examples, steps, views
 
 app_name = "graphs"
 
@@ -14,6 +14,9 @@ urlpatterns = [
     path("runs/<int:run_id>/compare/", comparison.run_compare_pick, name="run_compare_pick"),
     path("runs/<int:run_id>/compare/<int:other_id>/", comparison.run_compare, name="run_compare"),
     path("runs/<int:run_id>/annotation/", annotations.run_annotate, name="run_annotate"),
+    path("runs/<int:run_id>/steps/<int:index>/", steps.run_step, name="run_step"),
+    path("runs/<int:run_id>/steps/<int:index>/rerun/", steps.run_rerun, name="run_rerun"),
+    path("runs/<int:run_id>/breakpoint/", steps.run_breakpoint, name="run_breakpoint"),
     path("runs/<int:run_id>/example/", examples.run_example_keep, name="run_example_keep"),
     path(
         "runs/<int:run_id>/example/remove/",

@@ -1,9 +1,10 @@
 """The forms of the workflow admin: the YAML editor of a workflow's graph (`WorkflowForm`,
 shown by `editor_text`, checked by `workflow_check` as it is saved) and the sample
-arguments of a test run (`TestRunForm`)."""
+arguments and breakpoints of a test run (`TestRunForm`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django import forms
@@ -12,6 +13,7 @@ from django.db import models
 
 from graphs.authoring.services import workflow_check
 from graphs.engine import DefinitionError, dump_yaml, load_yaml
+from graphs.execution.breakpoints import MAX_BREAKPOINTS
 from graphs.models import Workflow
 from nodespecs.models import Provider
 
@@ -136,3 +138,32 @@ class TestRunForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 8, "cols": 80}),
         help_text="Sample arguments as a JSON object, checked against the input schema.",
     )
+    breakpoints = forms.CharField(
+        required=False,
+        max_length=MAX_BREAKPOINTS * 130,
+        widget=forms.TextInput(attrs={"size": 80, "placeholder": "e.g. double, answer"}),
+        help_text=(
+            "Node ids to pause before, separated by commas (optional). The run stops before "
+            "each; continue, step or stop it on its history page."
+        ),
+    )
+
+    def __init__(self, *args: Any, node_ids: Sequence[str] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.node_ids = list(node_ids)
+
+    def clean_breakpoints(self) -> tuple[str, ...]:
+        """The node ids, each once, in the order given; each one a node of the version."""
+        named = [part.strip() for part in self.cleaned_data["breakpoints"].split(",")]
+        chosen = tuple(dict.fromkeys(name for name in named if name))
+        unknown = [name for name in chosen if name not in self.node_ids]
+        if unknown:
+            raise ValidationError(
+                f"The current version has no node {', '.join(map(repr, unknown))}: its nodes "
+                f"are {', '.join(self.node_ids)}."
+            )
+        if len(chosen) > MAX_BREAKPOINTS:
+            raise ValidationError(
+                f"{len(chosen)} breakpoints: a test run takes at most {MAX_BREAKPOINTS}."
+            )
+        return chosen

@@ -28,9 +28,10 @@ from graphs.authoring.services import (
     workflow_save,
     workflow_save_draft,
 )
-from graphs.execution.runs import RunRequest, WorkflowCallError, workflow_call
+from graphs.execution.pauses import pause_of
+from graphs.execution.runs import RunOutcome, RunRequest, WorkflowCallError, workflow_call
 from graphs.history.drawing import draw_graph
-from graphs.models import Workflow, WorkflowGroup, WorkflowVersion
+from graphs.models import Run, Workflow, WorkflowGroup, WorkflowVersion
 from nodespecs.admin.audit import AuditedAdmin, admin_user
 from nodespecs.callers import caller_user
 
@@ -168,24 +169,25 @@ class WorkflowAdmin(AuditedAdmin):
         workflow = get_object_or_404(Workflow, pk=workflow_id)
         if not self.has_change_permission(request, workflow):
             return HttpResponseRedirect(reverse("admin:index"))
-        form = TestRunForm(request.POST or None)
+        version = workflow.current_version
+        nodes = version.definition.get("nodes", []) if version is not None else []
+        node_ids = [node["id"] for node in nodes if isinstance(node, dict) and "id" in node]
+        form = TestRunForm(request.POST or None, node_ids=node_ids)
         if request.method == "POST" and form.is_valid():
+            breakpoints = form.cleaned_data["breakpoints"]
             try:
                 outcome = workflow_call(
                     RunRequest(
                         name=workflow.name,
                         arguments=form.cleaned_data["arguments"],
                         caller=f"admin test run by {request.user.get_username()}",
+                        breakpoints=breakpoints,
                     )
                 )
             except WorkflowCallError as exc:
                 form.add_error("arguments", str(exc))
             else:
-                level = messages.SUCCESS if outcome.succeeded else messages.ERROR
-                self.message_user(request, f"Run {outcome.run_id} {outcome.status}.", level)
-                return HttpResponseRedirect(
-                    reverse("admin:graphs_run_change", args=[outcome.run_id])
-                )
+                return self._test_run_done(request, outcome, breakpoints)
         context = {
             **self.admin_site.each_context(request),
             "title": f"Test run of {workflow.name}",
@@ -195,6 +197,26 @@ class WorkflowAdmin(AuditedAdmin):
             "input_schema": json.dumps(workflow.input_schema, indent=2),
         }
         return TemplateResponse(request, "admin/graphs/workflow/test_run.html", context)
+
+    def _test_run_done(
+        self, request: HttpRequest, outcome: RunOutcome, breakpoints: tuple[str, ...]
+    ) -> HttpResponse:
+        """Say how the test run ended, and show it: a run with breakpoints on its history
+        page, where it is continued, stepped or stopped; any other in the admin."""
+        if outcome.status == Run.Status.PAUSED:
+            pause = pause_of(outcome.run_id)
+            where = f" before node {pause.node_id!r}" if pause is not None else ""
+            self.message_user(
+                request,
+                f"Run {outcome.run_id} paused{where}: continue, step or stop it here.",
+                messages.WARNING,
+            )
+        else:
+            level = messages.SUCCESS if outcome.succeeded else messages.ERROR
+            self.message_user(request, f"Run {outcome.run_id} {outcome.status}.", level)
+        if breakpoints:
+            return HttpResponseRedirect(reverse("graphs:run_detail", args=[outcome.run_id]))
+        return HttpResponseRedirect(reverse("admin:graphs_run_change", args=[outcome.run_id]))
 
 
 class WorkflowGroupAdmin(AuditedAdmin):

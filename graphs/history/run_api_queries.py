@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from graphs.engine.nesting import cut_to_depth
 from graphs.execution.control import RunNotFound
+from graphs.execution.pauses import pause_of
 from graphs.history.annotations import AnnotationRefused, annotation_of, tag_checked
 from graphs.history.keyset import TOKEN_PATTERN, Cursor, run_page
 from graphs.history.selectors import RunFilters, Step, run_steps, runs_filtered
@@ -58,6 +59,8 @@ RUN_FIELDS = (
     "started_at",
     "finished_at",
     "duration_ms",
+    "rerun_of",
+    "rerun_from",
 )
 
 ANNOTATION_FIELDS = (
@@ -358,8 +361,25 @@ def run_record(run: Run) -> dict[str, Any]:
         "started_at": run.started_at,
         "finished_at": run.finished_at,
         "duration_ms": run.duration_ms,
+        "rerun_of": run.rerun_of_id,
+        "rerun_from": run.rerun_from,
+        # Only a paused run has one, read with one more query.
+        "paused_at": _paused_at(run.pk) if run.status == Run.Status.PAUSED else None,
     }
     return _within_depth(record, ("arguments", "result"))
+
+
+def _paused_at(run_id: int) -> dict[str, Any] | None:
+    """Where a paused run stands: the node it paused before, and until when it stays."""
+    pause = pause_of(run_id)
+    if pause is None:
+        return None
+    return {
+        "node": pause.node_id,
+        "index": pause.index,
+        "iteration": pause.iteration,
+        "expires_at": pause.expires_at,
+    }
 
 
 def execution_record(step: Step) -> dict[str, Any]:

@@ -55,6 +55,25 @@ Timestamp = Annotated[
 ]
 
 
+class RerunFromOut(BaseModel):
+    """Where a re-run started from in the run it re-runs (graphs/execution/reruns.py)."""
+
+    node: str
+    iteration: int = Field(description="Which execution of the node (from 1), as the run shows.")
+    index: int = Field(description="Its step in both runs: the steps before it were replayed.")
+    version: str = Field(description="original (the run's own version) or current.")
+    input_edited: bool = Field(description="The node was given an input other than its own.")
+
+
+class PausedAtOut(BaseModel):
+    """Where a test run paused at a breakpoint stands (graphs/execution/breakpoints.py)."""
+
+    node: str = Field(description="The node it paused before: it has not run.")
+    index: int = Field(description="The step that node will be.")
+    iteration: int
+    expires_at: Timestamp = Field(description="When it ends cancelled if nobody goes on.")
+
+
 class RunOut(BaseModel):
     """A workflow run, as its history stores it (secrets masked, large payloads capped)."""
 
@@ -76,6 +95,17 @@ class RunOut(BaseModel):
     started_at: Timestamp | None
     finished_at: Timestamp | None
     duration_ms: float | None
+    rerun_of: int | None = Field(
+        default=None, description="The run this one re-runs from a node; null if none."
+    )
+    rerun_from: RerunFromOut | None = Field(default=None, description="From where; null if none.")
+    paused_at: PausedAtOut | None = Field(
+        default=None,
+        description=(
+            "Where a paused run stands (go on: POST /api/v1/runs/{id}/breakpoint); null unless "
+            "paused."
+        ),
+    )
 
 
 class RunListOut(BaseModel):

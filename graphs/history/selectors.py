@@ -129,8 +129,13 @@ def run_execution_counts(*, run_ids: Sequence[int]) -> dict[int, int]:
 
 def run_get(*, run_id: int) -> Run:
     """A run with the version it ran (whose definition the drawing needs) and its reviewer's
-    annotation, if any (`annotations.annotation_of` reads it without a query)."""
-    return Run.objects.select_related("version", "annotation", "example").get(pk=run_id)
+    annotation, if any (`annotations.annotation_of` reads it without a query), and whether it
+    was re-run (`has_reruns`: only then does its page read its re-runs)."""
+    return (
+        Run.objects.select_related("version", "annotation", "example")
+        .annotate(has_reruns=Exists(Run.objects.filter(rerun_of=OuterRef("pk"))))
+        .get(pk=run_id)
+    )
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from django.views.decorators.http import require_POST
 from graphs.execution import control
 from graphs.execution.approvals.decisions import DecisionError, decide, decider_of
 from graphs.execution.approvals.waits import waiting_for, waiting_runs
+from graphs.execution.pauses import pause_of
 from graphs.execution.tracing import trace_url
 from graphs.history import selectors
 from graphs.history.annotations import annotation_of
@@ -36,6 +37,8 @@ from nodespecs.callers import caller_user
 
 # How often the page of a run still in progress reloads itself.
 REFRESH_SECONDS = 2
+# The most re-runs a run's page links to: the first ones.
+MAX_RERUNS_SHOWN = 20
 FILTER_KEYS = ("run", "workflow", "status", "caller", "since", "until", "verdict", "tag")
 
 View = Callable[..., HttpResponse]
@@ -135,6 +138,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     )
     in_progress = run.status in Run.ACTIVE
     waiting = run.status == Run.Status.WAITING
+    paused = run.status == Run.Status.PAUSED
     now = timezone.now()
     # Only a graph with an approval node can have waited: no query for the others.
     waits = (
@@ -165,9 +169,19 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "payload_budget": PageBudget(),
             "pages": pages,
             **step_links(pages),
-            # A waiting run is not reloaded: it would wipe a decision being written.
-            "refresh_seconds": REFRESH_SECONDS if in_progress and not waiting else 0,
-            "cancellable": in_progress and not run.cancel_reason,
+            # A waiting run is not reloaded: it would wipe a decision being written. Nor is a
+            # paused one: nothing happens until someone continues, steps or stops it.
+            "refresh_seconds": REFRESH_SECONDS if in_progress and not (waiting or paused) else 0,
+            # A paused run has its own Stop button.
+            "cancellable": in_progress and not run.cancel_reason and not paused,
+            # Where a run paused at a breakpoint stands (graphs/pages/steps.py acts on it).
+            "pause": pause_of(run.pk) if paused else None,
+            # Its re-runs, read only when it has some (selectors.run_get says).
+            "reruns": (
+                list(run.reruns.order_by("pk").values_list("pk", flat=True)[:MAX_RERUNS_SHOWN])
+                if getattr(run, "has_reruns", False)
+                else []
+            ),
             # The operator's trace viewer, when TRACE_URL_TEMPLATE says where it is.
             "trace_url": trace_url(run.trace_id),
             # Only a run the reaper queued again after losing its worker has any.

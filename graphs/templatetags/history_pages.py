@@ -114,6 +114,7 @@ def timeline_step(
         head.append(f'<span class="muted">{execution.attempts} attempts</span>')
     if execution.truncated:
         head.append('<span class="flag">truncated</span>')
+    head.append(f'<a class="context-link" href="{_step_href(context, run_id, index)}">Context</a>')
     head.append(f'<span class="took">{took}</span>')
 
     blocks = [_payload(budget, row.step.input, "Input", f"in-{index}", (run_id, input_part(index)))]
@@ -135,6 +136,16 @@ def timeline_step(
         f'style="margin-left: {row.left:.3f}%; width: {row.width:.3f}%"></div></div>'
         f'{error}<div class="payloads">{"".join(blocks)}</div></li>'
     )
+
+
+def _step_href(context: Context, run_id: int, index: int) -> str:
+    """The URL of a step's page (graphs/pages/steps.py), reversed once per page: a reverse
+    costs a hundred times a row's f-string."""
+    base = context.render_context.get("step_href_base")
+    if base is None:
+        base = _e(reverse("graphs:run_step", args=[run_id, 0]).removesuffix("0/"))
+        context.render_context["step_href_base"] = base
+    return f"{base}{index}/"
 
 
 @register.simple_tag(takes_context=True)

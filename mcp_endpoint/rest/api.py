@@ -57,6 +57,7 @@ from mcp_endpoint.rest.common import (
 from mcp_endpoint.rest.examples import router as examples_router
 from mcp_endpoint.rest.run_annotations import router as run_annotations_router
 from mcp_endpoint.rest.run_comparison import router as run_comparison_router
+from mcp_endpoint.rest.run_steps import router as run_steps_router
 from mcp_endpoint.rest.runs import router as runs_router
 from nodespecs.callers import Caller
 from nodespecs.downstream import call_lineage
@@ -372,6 +373,7 @@ def public_health(request: HttpRequest) -> HttpResponse:
 
 
 api.add_router("", runs_router)
+api.add_router("", run_steps_router)
 api.add_router("", examples_router)
 api.add_router("", run_comparison_router)
 api.add_router("", run_annotations_router)

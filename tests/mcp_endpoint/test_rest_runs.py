@@ -57,6 +57,9 @@ def test_the_list_serves_every_field_of_a_run_newest_first(client, loops, header
         "started_at": "2026-11-01T12:01:00Z",
         "finished_at": "2026-11-01T12:01:02Z",
         "duration_ms": 2000.0,
+        "rerun_of": None,
+        "rerun_from": None,
+        "paused_at": None,
     }
     assert succeeded["result"] == {"sum": 6}
     assert succeeded["error"] is None
