@@ -24,7 +24,7 @@ django_application = get_asgi_application()
 sys.setswitchinterval(0.001)
 
 from graphs.execution.approvals.timer import timer as approval_timer  # noqa: E402
-from graphs.execution.going_on import resumed_runs_wait  # noqa: E402
+from graphs.execution.resuming.going_on import resumed_runs_wait  # noqa: E402
 from mcp_endpoint.transports.asgi import mcp_app, sse_app  # noqa: E402  (needs Django set up first)
 from mcp_endpoint.transports.sse import MESSAGES_PATH, STREAM_PATH  # noqa: E402
 

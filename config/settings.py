@@ -577,6 +577,6 @@ APPROVAL_TIMER_POLL_SECONDS = env_seconds("APPROVAL_TIMER_POLL_SECONDS", 1.0)
 GRAPHS_MAX_WAIT_STATE_BYTES = env_count("GRAPHS_MAX_WAIT_STATE_BYTES", 32 * 1024 * 1024)
 # The service's address as people reach it, for links sent outside (APPROVAL_NOTIFY_URL's).
 PUBLIC_URL = os.environ.get("PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
-# How long a test run may stay paused at a breakpoint (graphs/execution/breakpoints.py): then it
-# ends cancelled, saying it expired, so a forgotten debugging session keeps nothing for ever.
+# How long a test run may stay paused at a breakpoint (graphs/execution/resuming/breakpoints.py):
+# then it ends cancelled, saying it expired, so a forgotten debugging session keeps nothing.
 GRAPHS_BREAKPOINT_EXPIRY_SECONDS = env_seconds("GRAPHS_BREAKPOINT_EXPIRY_SECONDS", 3600.0)

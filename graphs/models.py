@@ -152,7 +152,7 @@ class Run(models.Model):
         # At an approval node, holding nothing but its `Approval` row until it is decided.
         WAITING = "waiting", "Waiting for approval"
         # A test run stopped before a breakpoint, holding nothing but its `RunPause` row
-        # until someone continues, steps or stops it (graphs/execution/breakpoints.py).
+        # until someone continues, steps or stops it (graphs/execution/resuming/breakpoints.py).
         PAUSED = "paused", "Paused at a breakpoint"
         SUCCEEDED = "succeeded", "Succeeded"
         FAILED = "failed", "Failed"
@@ -202,9 +202,9 @@ class Run(models.Model):
         related_name="earlier_attempts",
         help_text="Set on an attempt whose worker was lost: the run that was queued again.",
     )
-    # A re-run (graphs/execution/reruns.py): the run it replayed up to `rerun_from["node"]`, and
-    # from where: {"node", "iteration", "index", "version": "original" | "current",
-    # "input_edited"}. The original's page lists its re-runs (`reruns`).
+    # A re-run (graphs/execution/resuming/reruns.py): the run it replayed up to
+    # `rerun_from["node"]`, and from where: {"node", "iteration", "index", "version":
+    # "original" | "current", "input_edited"}. The original's page lists its re-runs.
     rerun_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns"
     )
@@ -348,7 +348,7 @@ class StoredBytes(models.Model):
 
 
 class RunPause(models.Model):
-    """A test run paused before a breakpoint (graphs/execution/breakpoints.py).
+    """A test run paused before a breakpoint (graphs/execution/resuming/breakpoints.py).
 
     Like an `Approval`, this row is all the run holds while it is paused: `state` has what the
     engine needs to go on from the node (the arguments and every output so far, unmasked,

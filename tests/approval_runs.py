@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from graphs.execution.going_on import resumed_runs_wait
+from graphs.execution.resuming.going_on import resumed_runs_wait
 from graphs.execution.runs import RunRequest, workflow_call
 from graphs.models import Run
 

@@ -6,7 +6,7 @@ process waited for until it stands still again."""
 from __future__ import annotations
 
 from graphs.authoring.files import graph_import
-from graphs.execution.going_on import resumed_runs_wait
+from graphs.execution.resuming.going_on import resumed_runs_wait
 from graphs.execution.runs import RunRequest, workflow_call
 from graphs.models import Run
 from tests.graph_files import OPERATOR

@@ -13,7 +13,7 @@ from django.db import models
 
 from graphs.authoring.services import workflow_check
 from graphs.engine import DefinitionError, dump_yaml, load_yaml
-from graphs.execution.breakpoints import MAX_BREAKPOINTS
+from graphs.execution.resuming.breakpoints import MAX_BREAKPOINTS
 from graphs.models import Workflow
 from nodespecs.models import Provider
 

@@ -28,7 +28,7 @@ from graphs.authoring.services import (
     workflow_save,
     workflow_save_draft,
 )
-from graphs.execution.pauses import pause_of
+from graphs.execution.resuming.pauses import pause_of
 from graphs.execution.runs import RunOutcome, RunRequest, WorkflowCallError, workflow_call
 from graphs.history.drawing import draw_graph
 from graphs.models import Run, Workflow, WorkflowGroup, WorkflowVersion

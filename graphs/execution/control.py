@@ -21,6 +21,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -29,7 +30,7 @@ from graphs.execution.payloads import stored_error
 from graphs.execution.queue import run_queued, run_send, task_id_of
 from graphs.execution.recorder import Progress
 from graphs.execution.runs import RunOutcome, RunRequest, run_create
-from graphs.models import Approval, NodeExecution, Run
+from graphs.models import Approval, NodeExecution, Run, RunPause
 
 logger = logging.getLogger(__name__)
 
@@ -195,12 +196,19 @@ def run_cancel(*, run_id: int, reason: str, caller: str | None = None) -> Cancel
         finished_at=timezone.now(),
     ):
         return Cancellation(run_id, Run.Status.CANCELLED, f"Run {run_id} was cancelled.")
-    if runs.filter(status=Run.Status.PAUSED).update(
-        status=Run.Status.CANCELLED,
-        cancel_reason=reason,
-        error=f"Cancelled while paused at a breakpoint: {reason}",
-        finished_at=timezone.now(),
-    ):
+    now = timezone.now()
+    with transaction.atomic():
+        paused = runs.filter(status=Run.Status.PAUSED).update(
+            status=Run.Status.CANCELLED,
+            cancel_reason=reason,
+            error=f"Cancelled while paused at a breakpoint: {reason}",
+            finished_at=now,
+        )
+        if paused:
+            RunPause.objects.filter(run__in=runs, ending="").update(
+                ending=RunPause.Ending.STOPPED, ended_at=now, ended_by=reason[:200]
+            )
+    if paused:
         return Cancellation(run_id, Run.Status.CANCELLED, f"Run {run_id} was cancelled.")
     if _waiting_ended(runs, Run.Status.CANCELLED, f"Cancelled while waiting: {reason}", reason):
         return Cancellation(

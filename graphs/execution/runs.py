@@ -41,10 +41,10 @@ from graphs.execution.approvals.notify import notify_waiting
 from graphs.execution.approvals.waits import WaitLost, resume_of, wait_begin
 from graphs.execution.limits import ceiling_explained, limits_for_run, limits_from_mapping
 from graphs.execution.mocks import call_mocks, decided_by_mocks
-from graphs.execution.pauses import PauseLost, pause_begin, pause_resume_of
 from graphs.execution.payloads import run_secrets, storable, stored_arguments, stored_error
 from graphs.execution.recorder import HistoryRecorder, Progress, reconnecting
-from graphs.execution.saved_state import StateTooLarge
+from graphs.execution.resuming.pauses import PauseLost, pause_begin, pause_resume_of
+from graphs.execution.resuming.saved_state import StateTooLarge
 from graphs.execution.tracing import (
     continued,
     current_trace_id,
@@ -88,7 +88,8 @@ class RunRequest:
     # The workflow runs whose calls led to this one (graphs/execution/lineage.py), empty for a call
     # from outside: recorded, and sent on with the run's own calls.
     lineage: Lineage = ()
-    # A test run's breakpoints: node ids it pauses before (graphs/execution/breakpoints.py).
+    # A test run's breakpoints: node ids it pauses before
+    # (graphs/execution/resuming/breakpoints.py).
     breakpoints: tuple[str, ...] = ()
 
 

@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from graphs.engine.nesting import cut_to_depth
 from graphs.execution.control import RunNotFound
-from graphs.execution.pauses import pause_of
+from graphs.execution.resuming.pauses import pause_of
 from graphs.history.annotations import AnnotationRefused, annotation_of, tag_checked
 from graphs.history.keyset import TOKEN_PATTERN, Cursor, run_page
 from graphs.history.selectors import RunFilters, Step, run_steps, runs_filtered

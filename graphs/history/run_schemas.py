@@ -56,7 +56,7 @@ Timestamp = Annotated[
 
 
 class RerunFromOut(BaseModel):
-    """Where a re-run started from in the run it re-runs (graphs/execution/reruns.py)."""
+    """Where a re-run started from in the run it re-runs (graphs/execution/resuming/reruns.py)."""
 
     node: str
     iteration: int = Field(description="Which execution of the node (from 1), as the run shows.")
@@ -66,7 +66,7 @@ class RerunFromOut(BaseModel):
 
 
 class PausedAtOut(BaseModel):
-    """Where a test run paused at a breakpoint stands (graphs/execution/breakpoints.py)."""
+    """Where a test run paused at a breakpoint stands (graphs/execution/resuming/breakpoints.py)."""
 
     node: str = Field(description="The node it paused before: it has not run.")
     index: int = Field(description="The step that node will be.")

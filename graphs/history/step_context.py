@@ -82,7 +82,12 @@ def step_context(*, run_id: int, index: int) -> StepContext:
     """The context of step `index` (0-based, as the history numbers executions) of run
     `run_id`; for a run paused at a breakpoint, the node it paused before is a step too.
     Raises `StepNotFound`."""
-    run = Run.objects.filter(pk=run_id).only("pk", "status").first()
+    run = (
+        Run.objects.filter(pk=run_id)
+        .select_related("version")
+        .only("pk", "status", "version__definition")
+        .first()
+    )
     if run is None:
         raise StepNotFound(f"No run {run_id}; it may have been deleted.")
     row = (
@@ -123,6 +128,8 @@ def _paused_step(run: Run, index: int) -> dict[str, Any]:
         pause = RunPause.objects.filter(run_id=run.pk, index=index, ending="").first()
     if pause is None:
         count = NodeExecution.objects.filter(run_id=run.pk).count()
+        if run.status == Run.Status.PAUSED:
+            count += 1  # the node it is paused before is a step too
         steps = f"its steps are 0 to {count - 1}" if count else "it has no steps yet"
         raise StepNotFound(f"Run {run.pk} has no step {index}: {steps}.")
     node_type = next(

@@ -1,8 +1,8 @@
 """A run's step page and what a reviewer does from it or from the run page: the context the
 step's expressions saw and an expression evaluated there (graphs/history/step_context.py), a
-re-run from the step's node (graphs/execution/reruns.py), and continue, step or stop for a
-run paused at a breakpoint (graphs/execution/breakpoints.py). Staff only; these views parse,
-call and format."""
+re-run from the step's node (graphs/execution/resuming/reruns.py), and continue, step or stop
+for a run paused at a breakpoint (graphs/execution/resuming/breakpoints.py). Staff only; these
+views parse, call and format."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from graphs.engine.checks.all_checks import MAX_EXPRESSION_CHARS
 from graphs.engine.nesting import deeper_than
-from graphs.execution.breakpoints import ACTIONS, PauseError, pause_end
-from graphs.execution.pauses import pause_of
-from graphs.execution.reruns import NOT_GIVEN, VERSIONS, RerunRefused, input_of, rerun
+from graphs.execution.resuming.breakpoints import ACTIONS, PauseError, pause_end
+from graphs.execution.resuming.pauses import pause_of
+from graphs.execution.resuming.reruns import NOT_GIVEN, VERSIONS, RerunRefused, input_of, rerun
 from graphs.history.step_context import (
     ExpressionRefused,
     StepContext,

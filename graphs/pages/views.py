@@ -22,7 +22,7 @@ from django.views.decorators.http import require_POST
 from graphs.execution import control
 from graphs.execution.approvals.decisions import DecisionError, decide, decider_of
 from graphs.execution.approvals.waits import waiting_for, waiting_runs
-from graphs.execution.pauses import pause_of
+from graphs.execution.resuming.pauses import pause_of
 from graphs.execution.tracing import trace_url
 from graphs.history import selectors
 from graphs.history.annotations import annotation_of

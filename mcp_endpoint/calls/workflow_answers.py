@@ -20,7 +20,7 @@ from mcp import types
 from graphs.engine.outputs import structured_output
 from graphs.execution.control import run_cancel_request
 from graphs.execution.mocks import report_of_test_run
-from graphs.execution.pauses import pause_of
+from graphs.execution.resuming.pauses import pause_of
 from graphs.execution.runs import RunOutcome, RunRequest
 from graphs.execution.toolset import WorkflowTool, workflow_tools
 from graphs.history.step_context import step_context
@@ -132,7 +132,7 @@ def _paused_result(tool: WorkflowTool, run_id: int) -> types.CallToolResult:
         report["paused"] = {**step.as_json(), "expires_at": pause.expires_at.isoformat()}
         del report["paused"]["run_id"]
     report["next"] = (
-        f"Call test_workflow with name {tool.name!r} and paused_run {{\"run_id\": {run_id}, "
+        f'Call test_workflow with name {tool.name!r} and paused_run {{"run_id": {run_id}, '
         '"action": "continue" | "step" | "stop"} to go on to the next breakpoint, run one '
         "node, or end the run; the run page shows the same."
     )

@@ -19,7 +19,7 @@ from graphs.authoring import drafts, examples
 from graphs.authoring.patching import MAX_PATCH_OPERATIONS
 from graphs.authoring.validation import MAX_DEFINITION_BYTES, validate_workflow
 from graphs.execution import mocks as run_mocks
-from graphs.execution.breakpoints import (
+from graphs.execution.resuming.breakpoints import (
     MAX_BREAKPOINTS,
     PauseError,
     breakpoints_checked,

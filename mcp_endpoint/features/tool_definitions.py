@@ -41,7 +41,7 @@ class StartRun:
     arguments: dict[str, Any]
     # A test run's mocked nodes' answers (graphs/execution/mocks.py).
     mocks: dict[str, Any] | None = None
-    # The node ids the test run pauses before (graphs/execution/breakpoints.py).
+    # The node ids the test run pauses before (graphs/execution/resuming/breakpoints.py).
     breakpoints: tuple[str, ...] = ()
     # A paused test run sent on by this call: the core follows it from where it stands
     # (to its next pause or its end) instead of starting a run.

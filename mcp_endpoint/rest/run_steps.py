@@ -5,9 +5,9 @@
 - `POST /api/v1/runs/{id}/steps/{index}/evaluate` (scope runs:read): a JSONata expression
   evaluated in that context, within a run's own bounds;
 - `POST /api/v1/runs/{id}/rerun` (scope tools:execute): a new run from one of the run's nodes,
-  the steps before it replayed (graphs/execution/reruns.py);
+  the steps before it replayed (graphs/execution/resuming/reruns.py);
 - `POST /api/v1/runs/{id}/breakpoint` (scope tools:execute): continue, step or stop a test
-  run paused at a breakpoint (graphs/execution/breakpoints.py).
+  run paused at a breakpoint (graphs/execution/resuming/breakpoints.py).
 
 Acting on a run is kept to its owner, as cancelling is: a key re-runs any run it may read
 (runs:read) or one of its own user's, and continues, steps or stops a run its user started,
@@ -26,8 +26,8 @@ from ninja.responses import Status
 
 from graphs.engine.checks.all_checks import MAX_EXPRESSION_CHARS
 from graphs.engine.nesting import deeper_than
-from graphs.execution.breakpoints import ACTIONS, PauseError, pause_end
-from graphs.execution.reruns import NOT_GIVEN, VERSIONS, RerunRefused, rerun
+from graphs.execution.resuming.breakpoints import ACTIONS, PauseError, pause_end
+from graphs.execution.resuming.reruns import NOT_GIVEN, VERSIONS, RerunRefused, rerun
 from graphs.history.step_context import (
     ExpressionRefused,
     StepNotFound,

@@ -11,7 +11,7 @@ import pytest
 from django.urls import reverse
 from playwright.sync_api import expect
 
-from graphs.execution.going_on import resumed_runs_wait
+from graphs.execution.resuming.going_on import resumed_runs_wait
 from graphs.models import Run, RunPause, Workflow
 from tests.browser.conftest import PASSWORD
 from tests.step_runs import tidy_import, tidy_run

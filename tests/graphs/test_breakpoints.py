@@ -1,7 +1,7 @@
-"""A test run with breakpoints (graphs/execution/breakpoints.py, pauses.py): it pauses before
-each (status `paused`, nothing held), its context there is rebuilt from the history, and it
-is continued to the next breakpoint, stepped one node, stopped, cancelled or left to
-expire; two people continuing it at once send it on once."""
+"""A test run with breakpoints (graphs/execution/resuming/breakpoints.py, pauses.py): it
+pauses before each (status `paused`, nothing held), its context there is rebuilt from the
+history, and it is continued to the next breakpoint, stepped one node, stopped, cancelled or
+left to expire; a second action on a run no longer paused is refused."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from graphs.execution.breakpoints import PauseError, pause_end, pauses_expire
 from graphs.execution.control import run_cancel
-from graphs.execution.going_on import resumed_runs_wait
-from graphs.execution.pauses import pause_of
+from graphs.execution.resuming.breakpoints import PauseError, pause_end, pauses_expire
+from graphs.execution.resuming.going_on import resumed_runs_wait
+from graphs.execution.resuming.pauses import pause_of
 from graphs.execution.runs import RunRequest, workflow_call
 from graphs.history.step_context import step_context, step_evaluate
 from graphs.models import Run, RunPause
@@ -103,3 +103,4 @@ def test_a_pause_left_too_long_expires_and_a_paused_run_can_be_cancelled(sum_to,
     cancelled = run_cancel(run_id=second, reason="done looking")
     assert cancelled.status == Run.Status.CANCELLED
     assert Run.objects.get(pk=second).status == Run.Status.CANCELLED
+    assert RunPause.objects.get(run_id=second).ending == RunPause.Ending.STOPPED

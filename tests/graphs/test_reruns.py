@@ -1,4 +1,4 @@
-"""Re-running a recorded run from one of its nodes (graphs/execution/reruns.py): the steps
+"""Re-running a recorded run from one of its nodes (graphs/execution/resuming/reruns.py): the steps
 before the node are replayed from the history, so the downstream server is called only from
 the node on (counted on the server itself), on the run's version or the current one, with the
 node's input edited or not; and every bad request refused with nothing created."""
@@ -10,7 +10,7 @@ import json
 import pytest
 
 from graphs.authoring.files import graph_import
-from graphs.execution.reruns import RerunRefused, rerun
+from graphs.execution.resuming.reruns import RerunRefused, rerun
 from graphs.execution.runs import RunRequest, workflow_call
 from graphs.models import NodeExecution, Run
 from nodespecs.downstream import client

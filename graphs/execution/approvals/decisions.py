@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from graphs.engine.approval_forms import form_value_problems
 from graphs.execution import telemetry
-from graphs.execution.going_on import go_on, going_on_fields
+from graphs.execution.resuming.going_on import go_on, going_on_fields
 from graphs.models import Approval, Run
 from nodespecs.audit import audit_record
 from nodespecs.callers import Caller

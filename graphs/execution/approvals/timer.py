@@ -7,7 +7,7 @@ runs this thread: it reads the earliest due time (one indexed query), fires what
 sleeps until the next due time, never longer than APPROVAL_TIMER_POLL_SECONDS, so that a
 timeout set by any process, or left by one that stopped, fires within that of its time (and
 one due later than that, at its time). After a restart the rows are still there. The same
-look ends the breakpoint pauses that expired (graphs/execution/breakpoints.py).
+look ends the breakpoint pauses that expired (graphs/execution/resuming/breakpoints.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from graphs.execution.approvals.decisions import timeout_fire
-from graphs.execution.breakpoints import pauses_expire
+from graphs.execution.resuming.breakpoints import pauses_expire
 from graphs.models import Approval, Run
 
 logger = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from graphs.engine import Paused, Resume
-from graphs.execution.saved_state import state_read, state_saved
+from graphs.execution.resuming.saved_state import state_read, state_saved
 from graphs.models import Approval, NodeExecution, Run
 
 

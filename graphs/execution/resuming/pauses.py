@@ -1,10 +1,10 @@
 """A test run paused before a breakpoint: entering the pause, where it stands, going on.
 
 When the engine returns an `AtBreakpoint`, the run keeps nothing in memory: its `RunPause` row
-holds the engine's state (graphs/execution/saved_state.py) and the run's status becomes
+holds the engine's state (graphs/execution/resuming/saved_state.py) and the run's status becomes
 `paused`, together. Whoever later sends it on, in whatever process, rebuilds the engine's
 `Resume` from that row (`pause_resume_of`). What people do at a pause (continue, step, stop)
-is graphs/execution/breakpoints.py.
+is graphs/execution/resuming/breakpoints.py.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from graphs.engine import AtBreakpoint, Resume
-from graphs.execution.saved_state import state_read, state_saved
+from graphs.execution.resuming.saved_state import state_read, state_saved
 from graphs.models import NodeExecution, Run, RunPause
 
 

@@ -5,8 +5,8 @@ on the workflow's current one, optionally with the node's input edited.
 The new run's history starts with copies of the replayed executions (marked, with the run
 they came from), so its page, its context at any step and a comparison read it as any run.
 It starts as a run standing before the node with the replayed outputs as its saved state,
-sent on at once (graphs/execution/breakpoints.py `stand_before`), so it runs in a thread here
-or on a worker as the mode says, and the request that asked for it only waits for the rows.
+sent on at once (breakpoints.py `stand_before`), so it runs in a thread here or on a worker
+as the mode says, and the request that asked for it only waits for the rows.
 
 A node's input, as the history shows it, is what it acts on: for the entry node the run's
 arguments (checked against the inputSchema); for an mcp node the tool's arguments, sent
@@ -26,11 +26,11 @@ from django.utils import timezone
 from graphs.engine import Execution
 from graphs.engine.schemas import schema_errors, schema_validator
 from graphs.execution import tracing
-from graphs.execution.breakpoints import stand_before
-from graphs.execution.going_on import go_on, going_on_fields
 from graphs.execution.payloads import holds_secret_or_cut
+from graphs.execution.resuming.breakpoints import stand_before
+from graphs.execution.resuming.going_on import go_on, going_on_fields
+from graphs.execution.resuming.saved_state import StateTooLarge
 from graphs.execution.runs import WorkflowCallError, check_arguments, prepared_version
-from graphs.execution.saved_state import StateTooLarge
 from graphs.models import NodeExecution, Run, WorkflowVersion
 from nodespecs.models import NodeSpec
 from nodespecs.providers.tool_specs import port_schema

@@ -1,6 +1,6 @@
 """What a run that stands still keeps so that any process can take it on later: at an
 approval node (graphs/execution/approvals/waits.py), before a breakpoint or the node a re-run
-starts at (graphs/execution/breakpoints.py).
+starts at (graphs/execution/resuming/breakpoints.py).
 
 The state is the arguments and every execution's output so far, unmasked (the run's nodes
 need the real values), so the rows that keep it encrypt it at rest. It is bounded by

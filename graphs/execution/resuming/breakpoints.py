@@ -1,14 +1,14 @@
 """A test run paused before a breakpoint, and the person who continues, steps or stops it.
 
-The run paused (graphs/execution/pauses.py) keeps nothing in memory but its `RunPause` row.
+The run paused (graphs/execution/resuming/pauses.py) keeps nothing in memory but its `RunPause` row.
 Continuing or stepping takes the run out of `paused` with one conditional update (so two
 clicks cannot both send it on), then it goes on where the mode says
-(graphs/execution/going_on.py), where the process that resumes it rebuilds the engine's
+(graphs/execution/resuming/going_on.py), where the process that resumes it rebuilds the engine's
 `Resume` from the row. Stopping ends it cancelled; a pause left longer than
 GRAPHS_BREAKPOINT_EXPIRY_SECONDS expires the same way (the approval timer looks for them).
 
-A re-run from a node (graphs/execution/reruns.py) starts as a run standing before that node with
-the replayed executions as its state: a pause continued at once.
+A re-run from a node (reruns.py) starts as a run standing before that node with the replayed
+executions as its state: a pause continued at once.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from graphs.engine import Execution
-from graphs.execution.going_on import go_on, going_on_fields
-from graphs.execution.saved_state import state_saved
+from graphs.execution.resuming.going_on import go_on, going_on_fields
+from graphs.execution.resuming.saved_state import state_saved
 from graphs.models import Run, RunPause, WorkflowVersion
 
 logger = logging.getLogger(__name__)
