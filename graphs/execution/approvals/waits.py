@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from graphs.engine import Paused, Resume
-from graphs.execution.resuming.saved_state import state_read, state_saved
+from graphs.execution.resuming.saved_state import stand_still, state_read, state_saved
 from graphs.models import Approval, NodeExecution, Run
 
 
@@ -38,14 +38,7 @@ def wait_begin(run: Run, paused: Paused, arguments: Any, node_count: int) -> App
         waited_since=paused.waited_since,
     )
     with transaction.atomic():
-        moved = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
-            status=Run.Status.WAITING,
-            node_count=node_count,
-            duration_ms=paused.elapsed_ms,
-            worker="",
-            heartbeat_at=None,
-        )
-        if not moved:
+        if not stand_still(run, Run.Status.WAITING, node_count, paused.elapsed_ms):
             raise WaitLost(f"Run {run.pk} is no longer running: it cannot wait.")
         approval = Approval.objects.create(
             run=run,
@@ -59,7 +52,6 @@ def wait_begin(run: Run, paused: Paused, arguments: Any, node_count: int) -> App
             timeout_at=timeout_at,
             state=state,
         )
-    run.status, run.node_count, run.duration_ms = Run.Status.WAITING, node_count, paused.elapsed_ms
     return approval
 
 

@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from graphs.engine import AtBreakpoint, Resume
-from graphs.execution.resuming.saved_state import state_read, state_saved
+from graphs.execution.resuming.saved_state import stand_still, state_read, state_saved
 from graphs.models import NodeExecution, Run, RunPause
 
 
@@ -33,14 +33,7 @@ def pause_begin(run: Run, at: AtBreakpoint, arguments: Any, node_count: int) -> 
     state = state_saved(at.node_id, arguments, at.executions, at.elapsed_ms)
     now = timezone.now()
     with transaction.atomic():
-        moved = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
-            status=Run.Status.PAUSED,
-            node_count=node_count,
-            duration_ms=at.elapsed_ms,
-            worker="",
-            heartbeat_at=None,
-        )
-        if not moved:
+        if not stand_still(run, Run.Status.PAUSED, node_count, at.elapsed_ms):
             raise PauseLost(f"Run {run.pk} is no longer running: it cannot pause.")
         pause = RunPause.objects.create(
             run=run,
@@ -51,7 +44,6 @@ def pause_begin(run: Run, at: AtBreakpoint, arguments: Any, node_count: int) -> 
             expires_at=now + timedelta(seconds=settings.GRAPHS_BREAKPOINT_EXPIRY_SECONDS),
             state=state,
         )
-    run.status, run.node_count, run.duration_ms = Run.Status.PAUSED, node_count, at.elapsed_ms
     return pause
 
 

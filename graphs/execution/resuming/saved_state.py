@@ -16,6 +16,7 @@ from typing import Any
 from django.conf import settings
 
 from graphs.engine import Execution
+from graphs.models import Run
 
 # The layout of a saved state; one of another layout cannot be resumed.
 STATE_VERSION = 1
@@ -55,6 +56,22 @@ def state_saved(
             "raise the setting."
         )
     return state
+
+
+def stand_still(run: Run, status: str, node_count: int, elapsed_ms: float) -> bool:
+    """Move `run` from running to `status` (waiting, paused), where it holds no process: one
+    conditional update, inside the caller's transaction with the row that keeps its state.
+    False when it was no longer running (reaped, cancelled)."""
+    moved = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
+        status=status,
+        node_count=node_count,
+        duration_ms=elapsed_ms,
+        worker="",
+        heartbeat_at=None,
+    )
+    if moved:
+        run.status, run.node_count, run.duration_ms = status, node_count, elapsed_ms
+    return bool(moved)
 
 
 def state_read(run_id: int, state: Any) -> tuple[Any, list[Execution], float]:
