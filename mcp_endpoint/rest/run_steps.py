@@ -34,7 +34,6 @@ from graphs.history.step_context import (
     step_context,
     step_evaluate,
 )
-from graphs.models import Run
 from mcp_endpoint.access.keys import with_same_owner_actors
 from mcp_endpoint.rest.common import (
     INVALID,
@@ -205,8 +204,6 @@ def evaluate_at_step(
 )
 def rerun_run(request: HttpRequest, run_id: int, body: RerunIn) -> Status[dict[str, Any]]:
     caller = rest_caller(request, "tools:execute")
-    if not caller.has_scope("runs:read"):
-        _own_run(with_same_owner_actors(caller), run_id, "re-run")
     given = body.input if "input" in body.model_fields_set else NOT_GIVEN
     limit = settings.MCP_MAX_JSON_DEPTH
     if given is not NOT_GIVEN and deeper_than(given, limit):
@@ -222,6 +219,7 @@ def rerun_run(request: HttpRequest, run_id: int, body: RerunIn) -> Status[dict[s
             input=given,
             version=body.version,
             caller=caller.actor,
+            started_by=None if caller.has_scope("runs:read") else _actors(caller),
         )
     except RerunRefused as exc:
         raise ApiRefusal(exc.status, str(exc)) from None
@@ -248,10 +246,9 @@ def rerun_run(request: HttpRequest, run_id: int, body: RerunIn) -> Status[dict[s
 )
 def breakpoint_action(request: HttpRequest, run_id: int, body: BreakpointIn) -> dict[str, Any]:
     caller = rest_caller(request, "tools:execute")
-    if not caller.has_scope("runs:decide"):
-        _own_run(with_same_owner_actors(caller), run_id, "continue, step or stop")
+    started_by = None if caller.has_scope("runs:decide") else _actors(caller)
     try:
-        status = pause_end(run_id, body.action, caller.actor)
+        status = pause_end(run_id, body.action, caller.actor, started_by=started_by)
     except PauseError as exc:
         raise ApiRefusal(exc.status, exc.message) from None
     return {
@@ -262,13 +259,7 @@ def breakpoint_action(request: HttpRequest, run_id: int, body: BreakpointIn) -> 
     }
 
 
-def _own_run(caller: Caller, run_id: int, doing: str) -> None:
-    """Refuse (404, as for a run that does not exist) a run `caller`'s user did not start."""
-    actors = {actor for actor in {caller.actor, *caller.same_owner_actors} if actor}
-    if not Run.objects.filter(pk=run_id, caller__in=actors).exists():
-        raise ApiRefusal(
-            404,
-            f"No run {run_id} that you may {doing}: a key may act only on the runs it or "
-            "another key of its user started (a key with runs:read may re-run any run; one "
-            "with runs:decide may continue, step or stop any).",
-        )
+def _actors(caller: Caller) -> set[str]:
+    """The callers whose runs `caller` acts on without a reviewer's scope: its key and the
+    other keys of its user."""
+    return {caller.actor, *with_same_owner_actors(caller).same_owner_actors}

@@ -108,7 +108,11 @@ def pause_end(
             pk=run_id, caller__in=[actor for actor in started_by if actor]
         ).exists()
     ):
-        raise PauseError(404, f"No test run {run_id} started with your key (or its user's).")
+        raise PauseError(
+            404,
+            f"No run {run_id} started with your key (or its user's); a key with runs:decide "
+            "may continue, step or stop any.",
+        )
     pause = RunPause.objects.filter(run_id=run_id, ending="").defer("state").last()
     now = timezone.now()
     stopping = action == "stop"

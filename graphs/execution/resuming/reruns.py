@@ -17,6 +17,7 @@ has it); for any other node the previous execution's output (`$previousNode()` a
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,17 +68,26 @@ def rerun(
     input: Any = NOT_GIVEN,
     version: str = "original",
     caller: str,
+    started_by: Collection[str] | None = None,
 ) -> Rerun:
     """Start a re-run of run `run_id` from the `iteration`-th execution (0 the first, -1 the
     latest, as `$nodeExecution` counts) of node `from_node`, with `input` in place of the
-    node's own when given, on the run's version or the workflow's current one. Raises
-    `RerunRefused` saying what to change."""
+    node's own when given, on the run's version or the workflow's current one. With
+    `started_by`, only a run one of those callers started is found. Raises `RerunRefused`
+    saying what to change."""
     if version not in VERSIONS:
         raise RerunRefused(f"Unknown version {version!r}: send 'original' or 'current'.")
     original = Run.objects.select_related("version", "workflow__current_version").filter(pk=run_id)
+    if started_by is not None:
+        original = original.filter(caller__in=[actor for actor in started_by if actor])
     run = original.first()
     if run is None:
-        raise RerunRefused(f"No run {run_id}; it may have been deleted.", 404)
+        raise RerunRefused(
+            f"No run {run_id}"
+            + (" started with your key (or its user's)." if started_by is not None else ".")
+            + " It may have been deleted; a key with runs:read may re-run any run.",
+            404,
+        )
     if run.status in Run.ACTIVE:
         raise RerunRefused(
             f"Run {run_id} is still {run.status}: wait until it ends, or cancel it, then re-run "
