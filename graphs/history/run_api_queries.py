@@ -289,8 +289,24 @@ def run_read(
     more = len(steps) > limit
     steps = steps[:limit]
     record = run_record(run)
+    approvals = approval_records(run)
+    waiting = None
+    if run.status == Run.Status.WAITING and approvals and approvals[-1]["decision"] is None:
+        waiting = approvals[-1]
+    annotation = annotation_of(run)
+    reviewed = annotation.as_json() if annotation.updated_at else None
     executions = [execution_record(step) for step in steps]
-    budget = None if max_bytes is None else max(max_bytes - json_size(record), 1)
+    # Everything of the answer but its executions counts against `max_bytes` (a cursor at
+    # its longest), so the executions kept are what is left.
+    envelope = {
+        "run": record,
+        "node_executions": [],
+        "next_cursor": "9" * 9,
+        "approvals": approvals,
+        "waiting_for": waiting,
+        "annotation": reviewed,
+    }
+    budget = None if max_bytes is None else max(max_bytes - json_size(envelope), 1)
     kept = _within(executions, budget)
     if kept < len(executions):
         more, steps, executions = True, steps[:kept], executions[:kept]
@@ -298,18 +314,13 @@ def run_read(
     next_cursor = None
     if (more or run.status in Run.ACTIVE) and _STEPS.fullmatch(str(following)):
         next_cursor = str(following)
-    approvals = approval_records(run)
-    waiting = None
-    if run.status == Run.Status.WAITING and approvals and approvals[-1]["decision"] is None:
-        waiting = approvals[-1]
-    annotation = annotation_of(run)
     return RunDetail(
         record,
         executions,
         next_cursor,
         approvals,
         waiting,
-        annotation.as_json() if annotation.updated_at else None,
+        reviewed,
     )
 
 
