@@ -13,7 +13,6 @@ reports what it does. See ``arguments`` for how mcp node args are written (inclu
 engine does about jsonata-python's thread safety.
 """
 
-from graphs.engine.approvals import Paused
 from graphs.engine.cancel import CancelToken
 from graphs.engine.compiler import CompiledTool, compile_tool
 from graphs.engine.definition import (
@@ -37,7 +36,8 @@ from graphs.engine.format.serialize import (
     tool_to_dict,
 )
 from graphs.engine.observer import NodeRecord, NullObserver, Observer
-from graphs.engine.resuming import AtBreakpoint, Execution, Resume
+from graphs.engine.stops.approvals import Paused
+from graphs.engine.stops.resuming import AtBreakpoint, Execution, Resume
 
 __all__ = [
     "AtBreakpoint",

@@ -6,7 +6,7 @@ exit, the previous node's output unchanged (falsy values included), once it is c
 against the tool's outputSchema (outputs.py): one that breaks it fails the run at the exit;
 approval, the decision (``{"decision", "by", "comment", "form", "decided_at"}``), which the run
 waits for: ``execute`` returns a ``Paused`` there, and goes on along ``routes[decision]`` when
-it is called again with a ``Resume`` (resuming.py).
+it is called again with a ``Resume`` (stops/resuming.py).
 
 A run may also start at any node with the outputs of the executions before it given (a
 ``Resume``: a re-run from a node), and pause before chosen nodes (``breakpoints``) or before
@@ -29,7 +29,6 @@ from typing import Any
 
 from mcp.types import CallToolResult
 
-from graphs.engine.approvals import MAX_MESSAGE_CHARS, Paused
 from graphs.engine.arguments import fill
 from graphs.engine.cancel import CancelToken
 from graphs.engine.compiler import CompiledNode, CompiledTool
@@ -40,7 +39,8 @@ from graphs.engine.language.expressions import Expression, ExpressionTimeout, Gu
 from graphs.engine.language.jsonlogic import evaluate
 from graphs.engine.observer import NodeRecord, NullObserver, Observer
 from graphs.engine.results import error_text, tool_output
-from graphs.engine.resuming import AtBreakpoint, Resume
+from graphs.engine.stops.approvals import MAX_MESSAGE_CHARS, Paused
+from graphs.engine.stops.resuming import AtBreakpoint, Resume
 
 #: ``call_tool(server_name, tool_name, arguments, timeout_seconds)``: raises on a transport
 #: failure or timeout, else returns the result (which may have ``is_error`` set).

@@ -10,7 +10,7 @@ exist is, so run ids (sequential) tell nothing of other callers' runs.
 With `mock_all`, every other mcp node answers a value made from its tool's `outputSchema`.
 An approval node is mocked by its id with the decision it takes instead of waiting:
 `{"decision": "approved" | "rejected" | "timeout", "comment"?: text, "form"?: {...}}`, its form
-values checked against the node's form (graphs/engine/approval_forms.py); an approval node not
+values checked against the node's form (graphs/engine/stops/approval_forms.py); an approval node not
 mocked waits as in any run.
 The answers are fixed when the run is created and kept on it (`Run.mocks`), so a queued run
 executes with them in its worker, and the history shows what was mocked. There, an mcp node's
@@ -28,8 +28,8 @@ from typing import Any
 from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
 
-from graphs.engine.approval_forms import form_value_problems
 from graphs.engine.definition import DECISIONS, Node
+from graphs.engine.stops.approval_forms import form_value_problems
 from graphs.execution.payloads import holds_secret_or_cut
 from graphs.models import NodeExecution, Run, WorkflowVersion
 from nodespecs.callers import Caller

@@ -1,4 +1,4 @@
-"""An approval node's form on the pages: its JSON Schema (graphs/engine/approval_forms.py, a
+"""An approval node's form on the pages: its JSON Schema (graphs/engine/stops/approval_forms.py, a
 flat object of strings, numbers, integers, booleans and choices) as HTML fields, and what a
 reviewer submitted as the values `decide` checks, typed as the schema says.
 

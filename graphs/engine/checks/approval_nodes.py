@@ -4,7 +4,7 @@ and its routes. Plain Python; graphs/engine/checks/structure.py runs them with e
 An approval goes on along ``routes[decision]``: it needs an `approved` and a `rejected`
 route, and a `timeout` route exactly when it has a `timeoutMs` (a timeout route without
 one is never taken; a timeout without a route would leave the run nowhere to go). Its form
-is checked by graphs/engine/approval_forms.py. How long a node may wait is bounded by the
+is checked by graphs/engine/stops/approval_forms.py. How long a node may wait is bounded by the
 server (``timeout_above_ceiling``: the engine is given the ceiling, it reads no setting).
 """
 
@@ -14,10 +14,10 @@ import difflib
 import functools
 from collections.abc import Callable, Collection, Mapping
 
-from graphs.engine.approval_forms import form_problems
 from graphs.engine.checks.problems import Finding, Keys, finding, op_move, op_remove, op_replace
 from graphs.engine.definition import APPROVERS, DECISIONS, Node
 from graphs.engine.errors import located
+from graphs.engine.stops.approval_forms import form_problems
 
 #: Where a field of the node is written, by the name messages give it (NodeLayout.keys).
 KeysOf = Callable[[str | None], Keys]

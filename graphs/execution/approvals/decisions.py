@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from graphs.engine.approval_forms import form_value_problems
+from graphs.engine.stops.approval_forms import form_value_problems
 from graphs.execution import telemetry
 from graphs.execution.resuming.going_on import go_on, going_on_fields
 from graphs.models import Approval, Run

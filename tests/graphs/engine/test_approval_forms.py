@@ -1,11 +1,11 @@
-"""An approval node's form (graphs/engine/approval_forms.py): the JSON Schema subset MCP
+"""An approval node's form (graphs/engine/stops/approval_forms.py): the JSON Schema subset MCP
 elicitation allows, bounded, and the values a person submits checked against it."""
 
 from __future__ import annotations
 
 import pytest
 
-from graphs.engine.approval_forms import (
+from graphs.engine.stops.approval_forms import (
     MAX_PROPERTIES,
     MAX_TEXT_LENGTH,
     FormProblem,

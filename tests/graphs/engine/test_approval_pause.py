@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from graphs.engine import ExecutionLimits, GraphRunError, Paused, Resume, compile_tool, execute
-from graphs.engine.approvals import MAX_MESSAGE_CHARS
 from graphs.engine.format.parsing import parse_tool
 from graphs.engine.observer import NodeRecord, NullObserver
+from graphs.engine.stops.approvals import MAX_MESSAGE_CHARS
 
 TOOL = {
     "name": "refund",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from graphs.engine.resuming import Execution
+from graphs.engine.stops.resuming import Execution
 
 #: The longest message a person is shown (and a client is sent); a longer one is cut, marked
 #: with an ellipsis, so that an expression cannot make every page and elicitation large.
