@@ -39,7 +39,7 @@ from nodespecs.callers import caller_user
 REFRESH_SECONDS = 2
 # The most re-runs a run's page links to: the first ones.
 MAX_RERUNS_SHOWN = 20
-FILTER_KEYS = ("run", "workflow", "status", "caller", "since", "until", "verdict", "tag")
+FILTER_KEYS = ("run", "workflow", "status", "caller", "since", "until", "verdict", "tag", "tests")
 
 View = Callable[..., HttpResponse]
 
