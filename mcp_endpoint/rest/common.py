@@ -3,7 +3,7 @@ answered (`ApiRefusal`, `ErrorOut`), and how a route documents the statuses it m
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from django.http import HttpRequest
 from ninja import Schema
@@ -23,6 +23,9 @@ class ErrorOut(Schema):
 # Refusals a keyed route can answer before it does anything: no or a bad key (401), a key
 # without the route's scope (403), the key's per-minute limit spent (429).
 KEYED = (401, 403, 429)
+# A run's id in a route's path: a number the id column can hold (a larger one would reach the
+# database and fail there, as a 500, rather than be refused as bad input).
+RunId = Annotated[int, Field(ge=1, le=2**63 - 1, description="A run's id.")]
 # A path parameter that does not match its declared type.
 INVALID = 422
 # A body that is not JSON (400), over the size limit (413) or does not match its declared

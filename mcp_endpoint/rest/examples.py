@@ -22,7 +22,14 @@ from graphs.authoring.examples import (
     example_delete,
 )
 from mcp_endpoint.access.keys import with_same_owner_actors
-from mcp_endpoint.rest.common import INVALID_BODY, KEYED, ApiRefusal, responses, rest_caller
+from mcp_endpoint.rest.common import (
+    INVALID_BODY,
+    KEYED,
+    ApiRefusal,
+    RunId,
+    responses,
+    rest_caller,
+)
 
 router = Router(tags=["examples"])
 
@@ -64,7 +71,7 @@ class ExampleOut(Schema):
     response=responses(ExampleOut, *KEYED, 404, 409, *INVALID_BODY),
 )
 def create_example(
-    request: HttpRequest, run_id: int, body: ExampleIn | None = OPTIONAL_BODY
+    request: HttpRequest, run_id: RunId, body: ExampleIn | None = OPTIONAL_BODY
 ) -> dict[str, Any]:
     caller = with_same_owner_actors(rest_caller(request, SCOPE))
     try:
@@ -85,7 +92,7 @@ def create_example(
     summary="Stop keeping a run as an example (scope workflows:write)",
     response=responses(ExampleOut, *KEYED, 404, 422),
 )
-def delete_example(request: HttpRequest, run_id: int) -> dict[str, Any]:
+def delete_example(request: HttpRequest, run_id: RunId) -> dict[str, Any]:
     caller = with_same_owner_actors(rest_caller(request, SCOPE))
     try:
         example = example_delete(run_id, caller)

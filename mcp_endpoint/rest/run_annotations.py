@@ -30,6 +30,7 @@ from mcp_endpoint.rest.common import (
     INVALID_BODY,
     KEYED,
     ApiRefusal,
+    RunId,
     responses,
     rest_caller,
 )
@@ -76,7 +77,7 @@ def _refused_as_http(exc: Exception) -> ApiRefusal:
     summary="A run's review: verdict, note and tags (scope runs:read)",
     response=responses(AnnotationOut, *KEYED, 404, INVALID),
 )
-def get_annotation(request: HttpRequest, run_id: int) -> dict[str, Any]:
+def get_annotation(request: HttpRequest, run_id: RunId) -> dict[str, Any]:
     rest_caller(request, "runs:read")
     try:
         return annotation_read(run_id=run_id).as_json()
@@ -89,7 +90,7 @@ def get_annotation(request: HttpRequest, run_id: int) -> dict[str, Any]:
     summary="Write a run's review: verdict, note and tags (scope runs:decide)",
     response=responses(AnnotationOut, *KEYED, BAD_ANNOTATION, 404, *INVALID_BODY),
 )
-def put_annotation(request: HttpRequest, run_id: int, body: AnnotationIn) -> dict[str, Any]:
+def put_annotation(request: HttpRequest, run_id: RunId, body: AnnotationIn) -> dict[str, Any]:
     caller = rest_caller(request, "runs:decide")
     try:
         annotation = annotation_write(

@@ -21,7 +21,14 @@ from graphs.history.comparison_shapes import (
     SAME,
 )
 from graphs.history.run_schemas import ExecutionStatus, RunStatus, Timestamp
-from mcp_endpoint.rest.common import INVALID, KEYED, ApiRefusal, responses, rest_caller
+from mcp_endpoint.rest.common import (
+    INVALID,
+    KEYED,
+    ApiRefusal,
+    RunId,
+    responses,
+    rest_caller,
+)
 
 router = Router(tags=["runs"])
 
@@ -131,7 +138,7 @@ class ComparisonOut(Schema):
     summary="Compare two runs of one workflow (scope runs:read)",
     response=responses(ComparisonOut, *KEYED, NOT_COMPARABLE_STATUS, 404, INVALID),
 )
-def compare_runs(request: HttpRequest, run_id: int, other_id: int) -> dict[str, Any]:
+def compare_runs(request: HttpRequest, run_id: RunId, other_id: RunId) -> dict[str, Any]:
     """Where the paths of run `run_id` (A) and run `other_id` (B) part, and what differs in
     their arguments, each node's output (matched by node and iteration) and their result."""
     rest_caller(request, "runs:read")

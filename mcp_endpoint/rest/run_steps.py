@@ -41,6 +41,7 @@ from mcp_endpoint.rest.common import (
     KEYED,
     ApiRefusal,
     ErrorOut,
+    RunId,
     responses,
     rest_caller,
 )
@@ -166,7 +167,7 @@ class BreakpointOut(Schema):
     response=responses(RunStepOut, *KEYED, 404, INVALID),
     by_alias=True,
 )
-def get_step(request: HttpRequest, run_id: int, index: int = STEP) -> dict[str, Any]:
+def get_step(request: HttpRequest, run_id: RunId, index: int = STEP) -> dict[str, Any]:
     rest_caller(request, "runs:read")
     try:
         return step_context(run_id=run_id, index=index).as_json()
@@ -180,7 +181,7 @@ def get_step(request: HttpRequest, run_id: int, index: int = STEP) -> dict[str, 
     response=responses(StepEvaluateOut, *KEYED, REFUSED, 404, *INVALID_BODY),
 )
 def evaluate_at_step(
-    request: HttpRequest, run_id: int, body: StepEvaluateIn, index: int = STEP
+    request: HttpRequest, run_id: RunId, body: StepEvaluateIn, index: int = STEP
 ) -> dict[str, Any]:
     rest_caller(request, "runs:read")
     try:
@@ -202,7 +203,7 @@ def evaluate_at_step(
         **dict.fromkeys((*KEYED, REFUSED, 404, CONFLICT, *INVALID_BODY), ErrorOut),
     },
 )
-def rerun_run(request: HttpRequest, run_id: int, body: RerunIn) -> Status[dict[str, Any]]:
+def rerun_run(request: HttpRequest, run_id: RunId, body: RerunIn) -> Status[dict[str, Any]]:
     caller = rest_caller(request, "tools:execute")
     given = body.input if "input" in body.model_fields_set else NOT_GIVEN
     limit = settings.MCP_MAX_JSON_DEPTH
@@ -244,7 +245,7 @@ def rerun_run(request: HttpRequest, run_id: int, body: RerunIn) -> Status[dict[s
     summary="Continue, step or stop a test run paused at a breakpoint (scope tools:execute)",
     response=responses(BreakpointOut, *KEYED, REFUSED, 404, CONFLICT, *INVALID_BODY),
 )
-def breakpoint_action(request: HttpRequest, run_id: int, body: BreakpointIn) -> dict[str, Any]:
+def breakpoint_action(request: HttpRequest, run_id: RunId, body: BreakpointIn) -> dict[str, Any]:
     caller = rest_caller(request, "tools:execute")
     started_by = None if caller.has_scope("runs:decide") else _actors(caller)
     try:

@@ -47,6 +47,7 @@ from mcp_endpoint.rest.common import (
     INVALID_BODY,
     KEYED,
     ApiRefusal,
+    RunId,
     responses,
     rest_caller,
 )
@@ -162,7 +163,7 @@ def list_runs(
 )
 def get_run(
     request: HttpRequest,
-    run_id: int,
+    run_id: RunId,
     limit: int = LIMIT,
     cursor: StepsCursor = STEPS_PAGE,
 ) -> dict[str, Any]:
@@ -177,7 +178,7 @@ def get_run(
     summary="Cancel a workflow run started with your key (scope tools:execute)",
     response=responses(CancelOut, *KEYED, 404, INVALID),
 )
-def cancel_run(request: HttpRequest, run_id: int) -> dict[str, Any]:
+def cancel_run(request: HttpRequest, run_id: RunId) -> dict[str, Any]:
     caller = rest_caller(request, "tools:execute")
     try:
         cancellation = run_cancel(
@@ -200,7 +201,7 @@ def cancel_run(request: HttpRequest, run_id: int) -> dict[str, Any]:
     summary="Approve or reject a run waiting for reviewers (scope runs:decide)",
     response=responses(DecisionOut, *KEYED, 404, 409, *INVALID_BODY),
 )
-def decide_run(request: HttpRequest, run_id: int, body: DecisionIn) -> dict[str, Any]:
+def decide_run(request: HttpRequest, run_id: RunId, body: DecisionIn) -> dict[str, Any]:
     caller = rest_caller(request, "runs:decide")
     try:
         decided = decide(

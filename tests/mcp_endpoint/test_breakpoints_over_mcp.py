@@ -5,6 +5,7 @@ next pause or its end; unknown breakpoints and someone else's run are refused.""
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 
 from graphs.models import Run
 from tests.mcp_endpoint.helpers import make_key, modern, result
@@ -34,6 +35,9 @@ def test_a_breakpoint_session_over_mcp(client, key, sum_to):
     assert report["paused"]["context"]["$"] == {"entry": {"n": 2}, "step": {"i": 1, "sum": 1}}
     assert "paused_run" in report["next"]
     assert Run.objects.get(pk=run_id).status == Run.Status.PAUSED
+    if connection.vendor == "sqlite":
+        # The call follows the run in the database while it goes on in a thread here.
+        pytest.skip("the in-memory test SQLite refuses concurrent writers; CI steps on PostgreSQL")
 
     stepped = _call(
         client, key, {"name": "sum_to", "paused_run": {"run_id": run_id, "action": "step"}}

@@ -254,7 +254,7 @@ def test_a_bad_verdict_or_tag_filter_is_refused(client, reader, query, message):
 
 
 @pytest.mark.parametrize("path", ["/annotation", "/compare/1", ""])
-def test_a_run_id_past_any_database_column_is_not_found(client, db, path):
+def test_a_run_id_past_any_database_column_is_refused_as_bad_input(client, db, path):
     response = client.get(f"{RUNS}/{'9' * 25}{path}", headers=auth_headers(make_key()))
-    assert response.status_code == 404
-    assert response.json()["error"].startswith(f"No run {'9' * 25}")
+    assert response.status_code == 422
+    assert "9223372036854775807" in response.content.decode()
