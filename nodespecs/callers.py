@@ -45,6 +45,12 @@ class Caller:
     rate_limit: int | None = None
 
     @property
+    def own_actors(self) -> frozenset[str]:
+        """The `Run.caller` values of the runs that are this caller's own: its actor and
+        `same_owner_actors`. An empty actor (no one in particular) owns no run."""
+        return frozenset(actor for actor in {self.actor, *self.same_owner_actors} if actor)
+
+    @property
     def trail_name(self) -> str:
         """How the trail names this caller: `actor`, with the user an API key acts for."""
         return f"{self.actor} ({self.key_owner_name})" if self.key_owner_name else self.actor

@@ -74,12 +74,12 @@ def _given(key: str, value: Any) -> dict[str, Any]:
     return _result(value)
 
 
-def own_actors(caller: Caller) -> set[str] | None:
+def own_actors(caller: Caller) -> frozenset[str] | None:
     """The `Run.caller` values of the runs `caller` may take outputs from; None for any run
-    (the `runs:read` scope). An empty actor (no one in particular) owns no run."""
+    (the `runs:read` scope)."""
     if caller.has_scope("runs:read"):
         return None
-    return {actor for actor in {caller.actor, *caller.same_owner_actors} if actor}
+    return caller.own_actors
 
 
 def _from_run(key: str, node_id: str, run_id: Any, caller: Caller) -> dict[str, Any]:

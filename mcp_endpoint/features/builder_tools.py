@@ -258,7 +258,6 @@ def _paused_run_sent_on(
             "paused_run sends on a run that has its arguments, mocks and breakpoints: give "
             "only name and paused_run."
         )
-    owned = with_same_owner_actors(caller)
     version = test_run_version(paused.run_id, arguments.name)
     if version is None:
         raise ToolError(f"No test run {paused.run_id} of {arguments.name!r}.")
@@ -267,7 +266,7 @@ def _paused_run_sent_on(
             paused.run_id,
             paused.action,
             caller.actor,
-            started_by={caller.actor, *owned.same_owner_actors},
+            started_by=with_same_owner_actors(caller).own_actors,
         )
     except PauseError as exc:
         raise ToolError(exc.message) from None

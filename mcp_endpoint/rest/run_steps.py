@@ -45,7 +45,6 @@ from mcp_endpoint.rest.common import (
     responses,
     rest_caller,
 )
-from nodespecs.callers import Caller
 
 router = Router(tags=["runs"])
 
@@ -220,7 +219,9 @@ def rerun_run(request: HttpRequest, run_id: RunId, body: RerunIn) -> Status[dict
             input=given,
             version=body.version,
             caller=caller.actor,
-            started_by=None if caller.has_scope("runs:read") else _actors(caller),
+            started_by=None
+            if caller.has_scope("runs:read")
+            else with_same_owner_actors(caller).own_actors,
         )
     except RerunRefused as exc:
         raise ApiRefusal(exc.status, str(exc)) from None
@@ -247,7 +248,9 @@ def rerun_run(request: HttpRequest, run_id: RunId, body: RerunIn) -> Status[dict
 )
 def breakpoint_action(request: HttpRequest, run_id: RunId, body: BreakpointIn) -> dict[str, Any]:
     caller = rest_caller(request, "tools:execute")
-    started_by = None if caller.has_scope("runs:decide") else _actors(caller)
+    started_by = (
+        None if caller.has_scope("runs:decide") else with_same_owner_actors(caller).own_actors
+    )
     try:
         status = pause_end(run_id, body.action, caller.actor, started_by=started_by)
     except PauseError as exc:
@@ -258,9 +261,3 @@ def breakpoint_action(request: HttpRequest, run_id: RunId, body: BreakpointIn) -
         "message": f"Run {run_id} {PAUSE_ENDED[body.action]}; read it at "
         f"GET /api/v1/runs/{run_id}.",
     }
-
-
-def _actors(caller: Caller) -> set[str]:
-    """The callers whose runs `caller` acts on without a reviewer's scope: its key and the
-    other keys of its user."""
-    return {caller.actor, *with_same_owner_actors(caller).same_owner_actors}

@@ -66,7 +66,7 @@ TIMER = Decider("timer", "", "timeout")
 
 def decider_of(caller: Caller) -> Decider:
     """The reviewer a `Caller` is: a person in the admin, or an API key."""
-    actors = frozenset({caller.actor, *caller.same_owner_actors})
+    actors = caller.own_actors
     if caller.key_owner_name:
         actors |= {caller.key_owner_name}
     if caller.is_api_caller:

@@ -77,7 +77,8 @@ def rerun(
     saying what to change."""
     if version not in VERSIONS:
         raise RerunRefused(f"Unknown version {version!r}: send 'original' or 'current'.")
-    original = Run.objects.select_related("version", "workflow__current_version").filter(pk=run_id)
+    # The current version is read only when asked for (`_version`): a definition is large.
+    original = Run.objects.select_related("version").filter(pk=run_id)
     if started_by is not None:
         original = original.filter(caller__in=[actor for actor in started_by if actor])
     run = original.first()
