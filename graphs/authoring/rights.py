@@ -13,7 +13,7 @@ permissions and the host's, so nothing here refuses them.
 
 from __future__ import annotations
 
-from graphs.models import WorkflowGroup
+from graphs.models import Workflow, WorkflowGroup
 from nodespecs.callers import Caller
 
 ADMIN_SCOPE = "workflows:admin"
@@ -45,6 +45,21 @@ def group_change_refusal(group: WorkflowGroup, caller: Caller, doing: str) -> st
         f"the scope {ADMIN_SCOPE}. Build in a group of your own (a new server.name), or ask an "
         "owner to add your user to the group's owners in the admin."
     )
+
+
+def run_change_refusal(run_id: int, caller: Caller, doing: str) -> str | None:
+    """Why `caller` may not do `doing` with the workflow run `run_id` ran, as a builder of
+    its group may (the scope workflows:write and the group's ownership), or None; None too
+    for a run that does not exist (whoever asks says so)."""
+    workflow = Workflow.objects.filter(runs__pk=run_id).select_related("group").first()
+    if workflow is None:
+        return None
+    if caller.is_api_caller and not caller.has_scope("workflows:write"):
+        return (
+            f"This key ({caller.trail_name}) may not {doing}: that needs the scope "
+            f"workflows:write and the ownership of the workflow group {workflow.group.name!r}."
+        )
+    return group_change_refusal(workflow.group, caller, doing)
 
 
 def group_take_ownership(group: WorkflowGroup, caller: Caller) -> None:

@@ -24,6 +24,7 @@ from django.http import HttpRequest
 from ninja import Field, Path, Router, Schema
 from ninja.responses import Status
 
+from graphs.authoring.rights import run_change_refusal
 from graphs.engine.checks.all_checks import MAX_EXPRESSION_CHARS
 from graphs.engine.nesting import deeper_than
 from graphs.execution.resuming.breakpoints import ACTIONS, PauseError, pause_end
@@ -211,6 +212,12 @@ def rerun_run(request: HttpRequest, run_id: RunId, body: RerunIn) -> Status[dict
             REFUSED,
             f"input nests deeper than {limit} levels (MCP_MAX_JSON_DEPTH): send a flatter value.",
         )
+    # An mcp node's input goes to its provider as given: a builder's right, not a caller's.
+    tool_arguments_refusal = (
+        run_change_refusal(run_id, caller, "re-run a run with an mcp node's arguments edited")
+        if given is not NOT_GIVEN
+        else None
+    )
     try:
         made = rerun(
             run_id=run_id,
@@ -222,6 +229,7 @@ def rerun_run(request: HttpRequest, run_id: RunId, body: RerunIn) -> Status[dict
             started_by=None
             if caller.has_scope("runs:read")
             else with_same_owner_actors(caller).own_actors,
+            tool_arguments_refusal=tool_arguments_refusal,
         )
     except RerunRefused as exc:
         raise ApiRefusal(exc.status, str(exc)) from None

@@ -10,6 +10,7 @@ import json
 import pytest
 
 from graphs.authoring.files import graph_import
+from graphs.execution.resuming.going_on import resumed_runs_wait
 from graphs.execution.resuming.reruns import RerunRefused, rerun
 from graphs.execution.runs import RunRequest, workflow_call
 from graphs.models import NodeExecution, Run
@@ -168,3 +169,36 @@ def test_a_run_still_going_or_unknown_is_refused(tallies):
     with pytest.raises(RerunRefused) as refused:
         rerun(run_id=999999, from_node="double", caller="rita")
     assert refused.value.status == 404
+
+
+def test_an_mcp_nodes_edited_arguments_are_a_builders_right(tallies, client):
+    from tests.mcp_endpoint.helpers import auth_headers, make_key
+
+    original = _original(1)
+    url = f"/api/v1/runs/{original.pk}/rerun"
+    reviewer = auth_headers(make_key(["tools:execute", "runs:read"]))
+
+    def rerun_over_rest(headers, **body):
+        response = client.post(url, body, content_type="application/json", headers=headers)
+        resumed_runs_wait(20)  # the in-memory SQLite: no read beside the re-run's writes
+        return response
+
+    runs = Run.objects.count()
+    refused = rerun_over_rest(reviewer, from_node="second", input={"value": 7})
+    assert refused.status_code == 403
+    assert "needs the scope workflows:write" in refused.json()["error"]
+    assert Run.objects.count() == runs
+    # Replaying as recorded, or editing what a transform reads, sends nothing of the caller's
+    # own to a provider.
+    assert rerun_over_rest(reviewer, from_node="second").status_code == 201
+    assert rerun_over_rest(reviewer, from_node="double", input={"value": 2}).status_code == 201
+    builder = auth_headers(make_key(["tools:execute", "runs:read", "workflows:write"]))
+    refused = rerun_over_rest(builder, from_node="second", input={"value": 7})
+    assert refused.status_code == 403
+    assert "may not re-run a run with an mcp node's arguments edited" in refused.json()["error"]
+    operator = auth_headers(
+        make_key(["tools:execute", "runs:read", "workflows:write", "workflows:admin"])
+    )
+    made = rerun_over_rest(operator, from_node="second", input={"value": 7})
+    assert made.status_code == 201
+    assert ended(made.json()["run_id"]).result == {"value": 7}

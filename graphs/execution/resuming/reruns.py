@@ -69,12 +69,15 @@ def rerun(
     version: str = "original",
     caller: str,
     started_by: Collection[str] | None = None,
+    tool_arguments_refusal: str | None = None,
 ) -> Rerun:
     """Start a re-run of run `run_id` from the `iteration`-th execution (0 the first, -1 the
     latest, as `$nodeExecution` counts) of node `from_node`, with `input` in place of the
     node's own when given, on the run's version or the workflow's current one. With
-    `started_by`, only a run one of those callers started is found. Raises `RerunRefused`
-    saying what to change."""
+    `started_by`, only a run one of those callers started is found. An mcp node's edited
+    input goes to its provider as given, past the workflow's own `args`: with
+    `tool_arguments_refusal` (why this caller may not, as its builders may) it is refused.
+    Raises `RerunRefused` saying what to change."""
     if version not in VERSIONS:
         raise RerunRefused(f"Unknown version {version!r}: send 'original' or 'current'.")
     # The current version is read only when asked for (`_version`): a definition is large.
@@ -118,6 +121,8 @@ def rerun(
     executions: list[Execution] = [(row.node_id, row.output) for row in replayed]
     tool_arguments = None
     if input is not NOT_GIVEN:
+        if target.node_type == "mcp" and tool_arguments_refusal is not None:
+            raise RerunRefused(tool_arguments_refusal, 403)
         arguments, executions, tool_arguments = _edited(
             run, target, prepared, chosen, arguments, executions, input
         )
