@@ -104,3 +104,33 @@ def test_a_pause_left_too_long_expires_and_a_paused_run_can_be_cancelled(sum_to,
     assert cancelled.status == Run.Status.CANCELLED
     assert Run.objects.get(pk=second).status == Run.Status.CANCELLED
     assert RunPause.objects.get(run_id=second).ending == RunPause.Ending.STOPPED
+
+
+def test_racing_actions_at_a_pause_take_exactly_one(sum_to):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+
+    if connection.vendor == "sqlite":
+        pytest.skip("the in-memory test SQLite refuses concurrent writers; CI races on PostgreSQL")
+    run_id = _paused(n=1, breakpoints=("result",))
+    actions = ["continue", "step", "stop", "continue", "step", "stop"]
+
+    def attempt(action: str) -> str:
+        try:
+            pause_end(run_id, action, f"reviewer-{action}")
+            return action
+        except PauseError as exc:
+            return str(exc.status)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(6) as pool:
+        outcomes = list(pool.map(attempt, actions))
+    won = [outcome for outcome in outcomes if outcome in ("continue", "step", "stop")]
+    assert len(won) == 1, outcomes
+    assert outcomes.count("409") == 5, outcomes
+    resumed_runs_wait(20)
+    run = Run.objects.get(pk=run_id)
+    expected = {"continue": Run.Status.SUCCEEDED, "step": Run.Status.PAUSED}
+    assert run.status == expected.get(won[0], Run.Status.CANCELLED)
