@@ -201,10 +201,9 @@ def _input_given(form: RerunForm) -> tuple[Any, str]:
 
 
 def _ordinal(step: StepContext) -> int:
-    """Which execution of its node the step is, from 0, as a re-run counts them."""
-    return NodeExecution.objects.filter(
-        run_id=step.run_id, node_id=step.node_id, index__lt=step.index
-    ).count()
+    """Which execution of its node the step is, from 0, as a re-run counts them: how many
+    times the node had run before it, which its context already holds."""
+    return step.counts.get(step.node_id, 0)
 
 
 def _render(request: HttpRequest, step: StepContext, page: StepPage) -> HttpResponse:

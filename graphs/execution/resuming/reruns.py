@@ -143,7 +143,7 @@ def _execution_of(run: Run, node_id: str, iteration: int) -> NodeExecution:
     executions = list(
         NodeExecution.objects.filter(run_id=run.pk, node_id=node_id)
         .order_by("index")
-        .only("index", "node_id", "node_type", "iteration", "status", "detail", "output")
+        .only("index", "node_id", "node_type", "iteration")
     )
     if not executions:
         reached = list(
