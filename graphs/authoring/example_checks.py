@@ -18,7 +18,6 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 from mcp.types import CallToolResult, TextContent
@@ -26,19 +25,13 @@ from mcp.types import CallToolResult, TextContent
 from graphs.authoring.rights import group_change_refusal
 from graphs.authoring.services import workflow_publish
 from graphs.engine import (
-    CompiledTool,
-    DefinitionError,
-    ExecutionLimits,
     GraphRunError,
     Node,
-    compile_tool,
     execute,
-    parse_tool,
 )
 from graphs.engine.json_diff import Differences, differences
-from graphs.engine.language.regex import RegexNotSupported
-from graphs.engine.schemas import SchemaUnresolvable, schema_errors, schema_validator
-from graphs.execution.limits import limits_for_run, limits_from_mapping
+from graphs.execution.limits import limits_for_run
+from graphs.execution.runs import WorkflowCallError, check_arguments, prepared_version
 from graphs.models import ExampleCheck, Workflow, WorkflowExample, WorkflowVersion
 from nodespecs.audit import Action, audit_record
 from nodespecs.callers import Caller
@@ -184,53 +177,6 @@ class ExamplesFailed(Exception):
         super().__init__(self.message)
 
 
-@dataclass(frozen=True)
-class PreparedVersion:
-    """A version as the checks run it: compiled, its limits and argument check; or why it
-    cannot run (`problem`), which fails every example."""
-
-    version: WorkflowVersion
-    compiled: CompiledTool | None = None
-    limits: ExecutionLimits = field(default_factory=ExecutionLimits)
-    validator: Any = None
-    problem: str = ""
-
-
-def prepared_version(version: WorkflowVersion) -> PreparedVersion:
-    """Parse and compile `version` as a run of it would (graphs/execution/runs.py)."""
-    try:
-        tool = parse_tool(
-            version.definition, server_names=version.servers.keys(), exit_value_checked=False
-        )
-        compiled = compile_tool(tool)
-        limits = limits_for_run(limits_from_mapping(version.limits))
-    except DefinitionError as exc:
-        return PreparedVersion(
-            version, problem=f"version {version.number} cannot run: {'; '.join(exc.problems)}"
-        )
-    except ValidationError as exc:
-        return PreparedVersion(
-            version, problem=f"version {version.number} cannot run: {'; '.join(exc.messages)}"
-        )
-    validator = schema_validator(tool.input_schema or {"type": "object"})
-    return PreparedVersion(version, compiled, limits, validator)
-
-
-def _argument_problem(prepared: PreparedVersion, arguments: Any) -> str:
-    """Why the example's arguments would be refused by the version, or ""."""
-    try:
-        error = next(iter(schema_errors(prepared.validator, arguments)), None)
-    except (RegexNotSupported, SchemaUnresolvable) as exc:
-        return f"the version's inputSchema cannot be checked: {exc}"
-    if error is None:
-        return ""
-    where = ".".join(str(part) for part in error.absolute_path) or "arguments"
-    return (
-        f"its arguments do not fit version {prepared.version.number}'s inputSchema "
-        f"({where}: {error.message}): the version would refuse this call"
-    )
-
-
 def _answer(value: Any) -> CallToolResult:
     """A recorded output as the tool's result again, which the engine turns back into the
     same output (graphs/engine/results.py): an object as structured content, anything else
@@ -300,20 +246,21 @@ def _bounded(found: Differences) -> Differences:
 
 
 def check_of_example(
-    prepared: PreparedVersion, example: WorkflowExample, *, deadline: float | None
+    version: WorkflowVersion, example: WorkflowExample, *, deadline: float | None
 ) -> ExampleOutcome:
-    """Run `prepared` against `example` (nothing stored); `deadline` (time.monotonic) bounds
+    """Run `version` against `example` (nothing stored), prepared and its arguments checked
+    as a call of it would be (graphs/execution/runs.py); `deadline` (time.monotonic) bounds
     it beyond the version's own maxExecutionTimeMs."""
 
     def failed(error: str) -> ExampleOutcome:
         return ExampleOutcome(example.pk, example.run_id, passed=False, error=error)
 
-    if prepared.compiled is None:
-        return failed(prepared.problem)
-    problem = _argument_problem(prepared, example.arguments)
-    if problem:
-        return failed(problem)
-    limits = prepared.limits
+    try:
+        prepared = prepared_version(version)
+        check_arguments(version.workflow.name, prepared.validator, example.arguments)
+    except WorkflowCallError as exc:  # the version would refuse this call, saying why
+        return failed(str(exc))
+    limits = limits_for_run(prepared.limits)
     if deadline is not None:
         left_ms = int((deadline - time.monotonic()) * 1000)
         if left_ms <= 0:
@@ -347,13 +294,12 @@ def examples_check(
     """Run `version` against every example of its workflow (at most
     MAX_EXAMPLES_PER_WORKFLOW, `budget_seconds` in all) and store each outcome as the
     `ExampleCheck` of (example, version)."""
-    prepared = prepared_version(version)
     deadline = time.monotonic() + budget_seconds
     outcomes = []
     examples = WorkflowExample.objects.filter(workflow_id=version.workflow_id).order_by("pk")
     # A few at a time: each holds its run's outputs.
     for example in examples[:MAX_EXAMPLES_PER_WORKFLOW].iterator(chunk_size=4):
-        outcomes.append(check_of_example(prepared, example, deadline=deadline))
+        outcomes.append(check_of_example(version, example, deadline=deadline))
     _store(version, outcomes)
     return ExamplesReport(version.workflow.name, version.number, outcomes)
 

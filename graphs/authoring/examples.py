@@ -33,7 +33,6 @@ from graphs.authoring.example_checks import (
     examples_check,
     examples_publish,
     examples_test,
-    prepared_version,
 )
 from graphs.authoring.rights import group_change_refusal
 from graphs.execution.mocks import own_actors
@@ -213,7 +212,7 @@ def example_create(run_id: int, caller: Caller, note: str = "") -> WorkflowExamp
     # Replayed on its own version before it is kept: a run that depends on something the
     # copies do not hold (the time, a node the history did not record) is refused here.
     deadline = time.monotonic() + CHECK_BUDGET_SECONDS
-    outcome = check_of_example(prepared_version(run.version), example, deadline=deadline)
+    outcome = check_of_example(run.version, example, deadline=deadline)
     if not outcome.passed:
         raise ExampleRefused(
             400,

@@ -195,7 +195,7 @@ def test_arguments_the_new_version_refuses_fail_the_example(add_thrice):
 
     [outcome] = examples_check(stricter).outcomes
 
-    assert "do not fit version 2's inputSchema (step:" in outcome.error
+    assert "Invalid arguments for add_thrice: step: " in outcome.error
 
 
 def test_a_masked_output_is_refused_naming_its_node(servers):  # noqa: F811
