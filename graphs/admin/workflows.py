@@ -15,6 +15,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from graphs.admin.canvas import canvas_urls
 from graphs.admin.display import DrawingMedia, drawing_html, yaml_html
 from graphs.admin.examples import example_remove_view, examples_html, publish_submitted
 from graphs.admin.forms import TestRunForm, WorkflowForm
@@ -121,6 +122,7 @@ class WorkflowAdmin(AuditedAdmin):
 
     def get_urls(self) -> list[Any]:
         return [
+            *canvas_urls(self),
             path(
                 "<int:workflow_id>/test-run/",
                 self.admin_site.admin_view(self.test_run_view),
@@ -165,11 +167,14 @@ class WorkflowAdmin(AuditedAdmin):
         return example_remove_view(self, request, workflow_id, example_id)
 
     def test_run_view(self, request: HttpRequest, workflow_id: int) -> HttpResponse:
-        """Run the workflow with sample arguments; the run's history page shows what it did."""
+        """Run the workflow with sample arguments; the run's history page shows what it did.
+        `?version=N` runs version N (a draft, from the canvas editor) as a test run; without
+        it, the version served."""
         workflow = get_object_or_404(Workflow, pk=workflow_id)
         if not self.has_change_permission(request, workflow):
             return HttpResponseRedirect(reverse("admin:index"))
-        version = workflow.current_version
+        chosen = _chosen_version(workflow, request.GET.get("version"))
+        version = chosen or workflow.current_version
         nodes = version.definition.get("nodes", []) if version is not None else []
         node_ids = [node["id"] for node in nodes if isinstance(node, dict) and "id" in node]
         form = TestRunForm(request.POST or None, node_ids=node_ids)
@@ -182,6 +187,8 @@ class WorkflowAdmin(AuditedAdmin):
                         arguments=form.cleaned_data["arguments"],
                         caller=f"admin test run by {request.user.get_username()}",
                         breakpoints=breakpoints,
+                        version=(chosen.pk, chosen.digest) if chosen else None,
+                        is_test=chosen is not None,
                     )
                 )
             except WorkflowCallError as exc:
@@ -192,9 +199,13 @@ class WorkflowAdmin(AuditedAdmin):
             **self.admin_site.each_context(request),
             "title": f"Test run of {workflow.name}",
             "workflow": workflow,
+            "version": chosen,
             "form": form,
             "opts": self.model._meta,
-            "input_schema": json.dumps(workflow.input_schema, indent=2),
+            "input_schema": json.dumps(
+                version.definition.get("inputSchema") if version else workflow.input_schema,
+                indent=2,
+            ),
         }
         return TemplateResponse(request, "admin/graphs/workflow/test_run.html", context)
 
@@ -217,6 +228,13 @@ class WorkflowAdmin(AuditedAdmin):
         if breakpoints:
             return HttpResponseRedirect(reverse("graphs:run_detail", args=[outcome.run_id]))
         return HttpResponseRedirect(reverse("admin:graphs_run_change", args=[outcome.run_id]))
+
+
+def _chosen_version(workflow: Workflow, number: str | None) -> WorkflowVersion | None:
+    """Version `number` of the workflow, when the test run names one that exists."""
+    if number is None or not number.isdigit() or len(number) > 9:
+        return None
+    return workflow.versions.filter(number=int(number)).first()
 
 
 class WorkflowGroupAdmin(AuditedAdmin):

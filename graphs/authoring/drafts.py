@@ -183,12 +183,19 @@ def draft_update(
     definition: str | dict[str, Any] | None = None,
     patch: list[dict[str, Any]] | None = None,
     comment: str = "",
+    based_on: int | None = None,
 ) -> DraftSaved:
     """Store a new draft of workflow `name`: a whole new `definition`, or a JSON Patch
     applied to the document of its latest draft (or of its published version when it has
-    no draft newer). The definition keeps the workflow's name and group."""
+    no draft newer). The definition keeps the workflow's name and group.
+
+    With `based_on` (the number of the version the author started from), refuse when a
+    newer version was stored since: two authors editing one workflow do not overwrite each
+    other unnoticed."""
     workflow = _workflow(name)
     _refuse(group_change_refusal(workflow.group, caller, "change workflows"))
+    if based_on is not None:
+        _refuse(_moved_on(workflow, based_on))
     if (definition is None) == (patch is None):
         raise DraftRefused("Send either `definition` (the whole new one) or `patch`, not both.")
     if patch is not None:
@@ -216,6 +223,23 @@ def draft_update(
         )
     _validated(document, caller, name)
     return _store(document, caller, comment or "Updated as a draft")
+
+
+def _moved_on(workflow: Workflow, based_on: int) -> str | None:
+    """Why a change started from version `based_on` may not be stored: a newer version
+    was; None when none was. The workflow's row is locked until the transaction ends, so a
+    second save made at the same moment waits, then sees the first one's version."""
+    Workflow.objects.select_for_update().filter(pk=workflow.pk).first()
+    latest = workflow.versions.order_by("-number").first()
+    if latest is None or latest.number == based_on:
+        return None
+    when = latest.created_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return (
+        f"{workflow.name!r} moved on while you edited: version {latest.number} was saved by "
+        f"{latest.author_name or 'someone'} at {when}, after version {based_on} you started "
+        f"from. Nothing was stored. Open version {latest.number} to see their change, then "
+        "make yours again (copy your YAML first)."
+    )
 
 
 def _workflow(name: str) -> Workflow:

@@ -43,6 +43,7 @@ from graphs.engine.checks.all_checks import (
     MAX_NODES,
     LimitCeiling,
     ToolSchema,
+    offered_fields,
     validate_document,
 )
 from graphs.engine.checks.problems import Problem, error, warning
@@ -97,7 +98,26 @@ def validate_workflow(
     document = read_definition(definition)
     if isinstance(document, Problem):
         return ValidationReport([document])
+    return _report(document, _ServerIndex(document, caller), name)
+
+
+def validate_with_offered(
+    document: dict[str, Any], node_id: str | None, *, caller: Caller, name: str | None = None
+) -> tuple[ValidationReport, list[dict[str, str]]]:
+    """``validate_workflow`` of a document already read, and what the expressions of node
+    ``node_id`` can read there (graphs/engine/checks/offered.py): the canvas editor asks
+    both as its author works, the servers resolved once for the two."""
     servers = _ServerIndex(document, caller)
+    report = _report(document, servers, name)
+    if node_id is None:
+        return report, []
+    offered = offered_fields(
+        document, node_id, tools_of=servers.tools_of, registered_servers=servers.registered
+    )
+    return report, [value.as_dict() for value in offered]
+
+
+def _report(document: dict[str, Any], servers: _ServerIndex, name: str | None) -> ValidationReport:
     previous, problems = _previous(name)
     problems += servers.refused
     highest = limit_ceilings()

@@ -31,6 +31,7 @@ from graphs.engine.checks.flow import (
     expression_problems,
     rule_problems,
 )
+from graphs.engine.checks.offered import Offered, offered_values
 from graphs.engine.checks.problems import (
     Keys,
     Problem,
@@ -50,9 +51,11 @@ from graphs.engine.language.expressions import ParseBudget
 __all__ = [
     "MAX_PROBLEMS",
     "LimitCeiling",
+    "Offered",
     "Problem",
     "ToolSchema",
     "limit_above_ceiling_message",
+    "offered_fields",
     "validate_document",
 ]
 
@@ -131,12 +134,7 @@ def validate_document(
     problems += _limit_problems(reading, ceilings)
     if approval_timeout_ceiling is not None:
         problems += _timeout_problems(reading, approval_timeout_ceiling)
-    section = reading.document.get("mcpServers")
-    servers = Servers(
-        declared=[str(name) for name in section] if isinstance(section, Mapping) else [],
-        registered=registered_servers,
-        tools_of=tools_of,
-    )
+    servers = _servers(reading, tools_of, registered_servers)
     for tool in reading.tools:
         context = ToolContext(tool)
         problems += call_problems(context, servers)  # first: it learns the tools' schemas
@@ -151,6 +149,44 @@ def validate_document(
         problems = to_flat_form(problems, *_flat_places(document, reading))
         problems = _flat_targets(problems, document) + _flat_duplicates(document)
     return _answered(problems, max_problems)
+
+
+def offered_fields(
+    document: Any,
+    node_id: str,
+    *,
+    tools_of: Callable[[str], Mapping[str, ToolSchema] | None],
+    registered_servers: Collection[str] = (),
+) -> list[Offered]:
+    """What the expressions of node ``node_id`` can read (graphs/engine/checks/offered.py),
+    in the first tool of ``document`` that has such a node; empty when none has, or when the
+    definition is larger than validation reads. The tools' schemas are learnt as
+    ``validate_document`` learns them."""
+    if _size_problem(document) or _nodes_problem(document):
+        return []
+    reading = read_definition(
+        document, budget=ParseBudget(MAX_EXPRESSION_CHARS, MAX_EXPRESSIONS_CHARS, MAX_PATH_STEPS)
+    )
+    servers = _servers(reading, tools_of, registered_servers)
+    for tool in reading.tools:
+        context = ToolContext(tool)
+        if node_id in context.index:
+            call_problems(context, servers)  # learns the schemas of the tools called
+            return offered_values(context, node_id)
+    return []
+
+
+def _servers(
+    reading: DefinitionReading,
+    tools_of: Callable[[str], Mapping[str, ToolSchema] | None],
+    registered: Collection[str],
+) -> Servers:
+    section = reading.document.get("mcpServers")
+    return Servers(
+        declared=[str(name) for name in section] if isinstance(section, Mapping) else [],
+        registered=registered,
+        tools_of=tools_of,
+    )
 
 
 def _size_problem(document: Any) -> Problem | None:
