@@ -180,3 +180,144 @@ def test_an_author_builds_count_files_on_the_canvas(signed_in, live_server, coun
     workflow.refresh_from_db()
     assert workflow.current_version.number == 1
     expect(page.locator("#canvas-versions")).to_contain_text("served now")
+
+
+SHOUT = """
+version: "1.0"
+server: {name: "words", version: "1.0.0"}
+tools:
+  - name: shout
+    description: The text in capitals.
+    inputSchema:
+      type: object
+      properties: {text: {type: string}}
+      required: [text]
+    nodes:
+      - {id: entry, type: entry, next: upper}
+      - {id: upper, type: transform, transform: {expr: "$uppercase($.entry.text)"}, next: exit}
+      - {id: exit, type: exit}
+"""
+
+
+@pytest.fixture
+def shout(transactional_db) -> Workflow:
+    """A workflow that calls no server, published as version 1."""
+    graph_import(text=SHOUT, caller=caller_command("test"))
+    return Workflow.objects.get(name="shout")
+
+
+def open_canvas(page: Page, live_server, workflow: Workflow) -> None:
+    page.goto(f"{live_server.url}/admin/graphs/workflow/{workflow.pk}/canvas/")
+    wait_valid(page)
+
+
+def drawn(page: Page, element_id: str) -> bool:
+    return page.evaluate("id => SwitchyardCanvas.graph.getElementById(id).length > 0", element_id)
+
+
+def test_a_yaml_edit_shows_on_the_canvas(signed_in, live_server, shout, screenshot):
+    page = signed_in
+    open_canvas(page, live_server, shout)
+    assert not drawn(page, "n:tidy")
+    text = page.input_value("#canvas-yaml")
+    tidy = (
+        "  - id: tidy\n    type: transform\n    transform:\n      expr: $trim($.upper)\n"
+        "    next: exit\n"
+    )
+    edited = text.replace("next: exit", "next: tidy", 1).replace(
+        "  - id: exit", tidy + "  - id: exit"
+    )
+    assert edited != text
+    page.fill("#canvas-yaml", edited)
+    expect(page.locator("#canvas-list [data-node=tidy]")).to_be_visible()
+    assert drawn(page, "n:tidy")
+    assert drawn(page, "e:upper:next")
+    assert page.evaluate(
+        "SwitchyardCanvas.model.find(SwitchyardCanvas.state.doc, 'upper').next"
+    ) == ("tidy")
+    wait_valid(page)
+    # The text the author typed stays as typed while they work.
+    assert page.input_value("#canvas-yaml") == edited
+
+
+def test_a_problem_shows_on_its_node_and_its_fix_is_one_click(
+    signed_in, live_server, shout, screenshot
+):
+    page = signed_in
+    open_canvas(page, live_server, shout)
+    page.click("#canvas-list [data-node=upper] .node-select")
+    expression = page.locator(".canvas-panel textarea.jsonata-input")
+
+    # A syntax error, at its character, as it is typed.
+    expression.fill("$uppercase($.entry.text")
+    expect(page.locator(".canvas-panel .field-problems .problem.error")).to_contain_text(
+        "at character"
+    )
+    expect(page.locator(".canvas-panel mark.jsonata-error")).to_have_count(1)
+
+    # A misspelt node: the problem on the node, in the panel and in the list, with its fix.
+    expression.fill("$uppercase($.entri.text)")
+    expect(page.locator(".canvas-panel .field-problems .problem.error")).to_contain_text("entri")
+    assert page.evaluate("SwitchyardCanvas.graph.getElementById('n:upper').hasClass('has-error')")
+    expect(page.locator("#canvas-list [data-node=upper].has-error")).to_have_count(1)
+    screenshot("canvas-problem")
+    page.locator("#canvas-problems li[data-code=node_reference_unknown] .apply-fix").click()
+    expect(page.locator("#problems-summary")).to_contain_text("No problems")
+    expect(expression).to_have_value("$uppercase($.entry.text)")
+    assert not page.evaluate(
+        "SwitchyardCanvas.graph.getElementById('n:upper').hasClass('has-error')"
+    )
+
+
+def test_the_keyboard_alone_adds_and_connects_a_node(signed_in, live_server, shout):
+    page = signed_in
+    open_canvas(page, live_server, shout)
+    page.focus("#add-type")
+    page.keyboard.type("transform")
+    page.keyboard.press("Tab")
+    page.keyboard.type("polish")
+    page.keyboard.press("Enter")
+    added = page.locator("#canvas-list [data-node=polish] .node-select")
+    expect(added).to_be_focused()
+    assert drawn(page, "n:polish")
+
+    # From the node's entry in the list: its "connect to" choice, then Add edge.
+    page.keyboard.press("Tab")
+    expect(page.locator("#connect-polish")).to_be_focused()
+    page.keyboard.type("exit")
+    page.keyboard.press("Tab")
+    page.keyboard.press("Enter")
+    expect(page.locator("#canvas-list [data-node=polish] .edge-list")).to_contain_text(
+        "next → exit"
+    )
+    assert drawn(page, "e:polish:next")
+    assert (
+        page.evaluate("SwitchyardCanvas.model.find(SwitchyardCanvas.state.doc, 'polish').next")
+        == "exit"
+    )
+
+
+def test_two_authors_do_not_overwrite_each_other(signed_in, live_server, shout, browser):
+    first = signed_in
+    second = browser.new_page(viewport={"width": 1280, "height": 900})
+    second.context.add_cookies(first.context.cookies())
+    open_canvas(first, live_server, shout)
+    open_canvas(second, live_server, shout)
+
+    first.click("[data-add=exit]")  # any change: a second exit, saved as a draft anyway
+    first.click("#canvas-list [data-node=upper] .node-select")
+    first.locator(".canvas-panel textarea.jsonata-input").fill("$lowercase($.entry.text)")
+    wait_valid(first)
+    first.click("#canvas-list [data-node=exit_2] button:has-text('Delete exit_2')")
+    wait_valid(first)
+    first.click("#canvas-save")
+    expect(first.locator("#canvas-status")).to_contain_text("Saved as draft version 2")
+
+    second.click("#canvas-list [data-node=upper] .node-select")
+    second.locator(".canvas-panel textarea.jsonata-input").fill("$trim($.entry.text)")
+    wait_valid(second)
+    second.click("#canvas-save")
+    expect(second.locator("#canvas-status")).to_contain_text("moved on while you edited")
+    expect(second.locator("#canvas-status")).to_contain_text("version 2 was saved by author")
+    assert list(shout.versions.order_by("number").values_list("number", flat=True)) == [1, 2]
+    second.close()

@@ -495,6 +495,7 @@
         return;
       }
       var result = answer.body;
+      if (!window.performance.getEntriesByName("canvas-checked").length) window.performance.mark("canvas-checked");
       state.problems = result.problems;
       state.offered = result.offered;
       if (body.yaml !== undefined) {
