@@ -261,7 +261,10 @@ def test_a_problem_shows_on_its_node_and_its_fix_is_one_click(
     assert page.evaluate("SwitchyardCanvas.graph.getElementById('n:upper').hasClass('has-error')")
     expect(page.locator("#canvas-list [data-node=upper].has-error")).to_have_count(1)
     screenshot("canvas-problem")
-    page.locator("#canvas-problems li[data-code=node_reference_unknown] .apply-fix").click()
+    expect(
+        page.locator("#canvas-problems li[data-code=node_reference_unknown] .apply-fix")
+    ).to_be_visible()
+    page.locator(".canvas-panel .field-problems .apply-fix").click()
     expect(page.locator("#problems-summary")).to_contain_text("No problems")
     expect(expression).to_have_value("$uppercase($.entry.text)")
     assert not page.evaluate(

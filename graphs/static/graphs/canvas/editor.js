@@ -460,22 +460,29 @@
       ]);
       if (problem.fix) {
         item.appendChild(element("button", { type: "button", class: "button small apply-fix", text: "Apply fix",
-          title: JSON.stringify(problem.fix),
-          onclick: function () {
-            try {
-              model.applyPatch(state.doc, problem.fix);
-              say("Fix applied: " + problem.code + ".", "ok");
-              changed({ shape: true, panel: true });
-            } catch (error) {
-              say("The fix no longer applies (" + error.message + "); the next check offers a new one.", "error");
-            }
-          } }));
+          title: JSON.stringify(problem.fix), onclick: function () { applyFix(problem); } }));
       }
       list.appendChild(item);
     });
     markProblems();
     drawList();
   }
+
+  function applyFix(problem) {
+    try {
+      model.applyPatch(state.doc, problem.fix);
+      say("Fix applied: " + problem.code + ".", "ok");
+      changed({ shape: true, panel: true });
+    } catch (error) {
+      say("The fix no longer applies (" + error.message + "); the next check offers a new one.", "error");
+    }
+  }
+
+  // The fixes offered under the panel's fields.
+  $("canvas-panel").addEventListener("click", function (event) {
+    var button = event.target.closest(".apply-fix[data-problem]");
+    if (button) applyFix(state.problems[Number(button.getAttribute("data-problem"))]);
+  });
 
   // ---- Checking: the canvas -> the server -> YAML, problems, offered values --------------
   function scheduleCheck() {

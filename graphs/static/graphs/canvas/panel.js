@@ -466,13 +466,33 @@
     ]);
   }
 
+  // With no node selected: the workflow's own description and schemas.
+  function workflowForm(container, context) {
+    var tool = model.tool(context.doc);
+    var id = fieldId();
+    var description = element("textarea", { id: id, rows: 3, "data-pointer": "/tools/0/description" });
+    description.value = tool.description || "";
+    description.addEventListener("input", function () {
+      tool.description = description.value;
+      context.changed();
+    });
+    container.appendChild(element("h2", { text: "The workflow" }));
+    container.appendChild(element("p", { class: "help", text:
+      "Select a node on the canvas or in the list below to edit it here." }));
+    container.appendChild(element("div", { class: "panel-field" }, [
+      element("label", { for: id, text: "Description (what agents read in tools/list)" }), description,
+      problemsFor("/tools/0/description"),
+    ]));
+    container.appendChild(entryForm(context));
+    container.appendChild(exitForm(context));
+  }
+
   // Draw the panel of node `context.nodeId` into `container`.
   function render(container, context) {
     container.innerHTML = "";
     var node = model.find(context.doc, context.nodeId);
     if (!node) {
-      container.appendChild(element("p", { class: "help", text:
-        "Select a node on the canvas or in the list below to edit it here." }));
+      workflowForm(container, context);
       return;
     }
     var renameId = fieldId();
@@ -540,7 +560,13 @@
         if (inside && (!best || pointer.length > best.getAttribute("data-problems-for").length)) best = slot;
       });
       if (!best) return;
-      best.appendChild(element("p", { class: "problem " + problem.severity, text: problem.message }));
+      var shown = element("p", { class: "problem " + problem.severity, text: problem.message + " " });
+      if (problem.fix) {
+        // The editor applies it (graphs/static/graphs/canvas/editor.js): one click here too.
+        shown.appendChild(element("button", { type: "button", class: "button small apply-fix",
+          "data-problem": String(problems.indexOf(problem)), text: "Apply fix" }));
+      }
+      best.appendChild(shown);
       var at = /\(at character (\d+)\)/.exec(problem.message);
       var area = container.querySelector('.jsonata-input[data-pointer="' + problem.path + '"]');
       if (at && area) area.setAttribute("data-error-at", String(Math.max(Number(at[1]) - 1, 0)));
