@@ -128,6 +128,8 @@ def test_an_author_builds_count_files_on_the_canvas(signed_in, live_server, coun
     arg.locator("textarea.jsonata-input").fill("")
     picker.select_option("$.entry.directory")
     expect(arg.locator("textarea.jsonata-input")).to_have_value("$.entry.directory")
+    expect(arg.locator(".problem")).to_have_count(0)  # checked again: the argument is right
+    screenshot("canvas-args-form")
 
     # The transform, renamed, counting the lines the tool answers.
     page.click("[data-add=transform]")
