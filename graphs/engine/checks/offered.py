@@ -24,6 +24,8 @@ MAX_OFFERED = 200
 MAX_FIELD_DEPTH = 3
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# Plain names that JSONata reads as its literals: `$.node.true` does not parse.
+_LITERALS = frozenset({"true", "false", "null"})
 _ORIGINS = {
     "entry": "the workflow's arguments (its inputSchema)",
     "tool": "the tool's outputSchema",
@@ -57,8 +59,9 @@ class Offered:
 
 def path_step(name: str) -> str:
     """``name`` as one step of a JSONata path: bare when it is a plain name, else quoted in
-    backticks (a node id or field with a dash or a space)."""
-    if _NAME.match(name):
+    backticks (a node id or field with a dash or a space, or named like a literal). JSONata
+    cannot quote a backtick: a field whose name holds one is not offered (``_fields``)."""
+    if _NAME.match(name) and name not in _LITERALS:
         return name
     return "`" + name.replace("`", "") + "`"
 
@@ -101,6 +104,8 @@ def _fields(
     if not isinstance(properties, Mapping) or depth > MAX_FIELD_DEPTH:
         return
     for name, field_schema in properties.items():
+        if "`" in str(name):
+            continue  # no path reaches it; stripping the backtick would read another field
         field_schema = field_schema if isinstance(field_schema, Mapping) else {}
         path = f"{prefix}.{path_step(str(name))}"
         description = str(field_schema.get("description") or field_schema.get("title") or "")
