@@ -38,6 +38,13 @@ class BadRequest(Exception):
     """A request the page's script would never send: the message says what was wrong."""
 
 
+class Forbidden(Exception):
+    """A request the signed-in author may not make, found once its body is read."""
+
+
+NOT_ALLOWED = "You may not change workflows: ask for the change permission."
+
+
 def canvas_urls(admin: WorkflowAdmin) -> list[Any]:
     """The editor's URLs, each behind the admin's sign-in and CSRF check."""
     views = CanvasViews(admin)
@@ -78,7 +85,10 @@ def _refused(
 
 def _body(request: HttpRequest) -> dict[str, Any]:
     """The request's JSON object, bounded; `BadRequest` saying what was wrong."""
-    length = int(request.headers.get("Content-Length") or 0)
+    try:
+        length = int(request.headers.get("Content-Length") or 0)
+    except ValueError:
+        raise BadRequest("The request's Content-Length is not a number.") from None
     if length > MAX_REQUEST_BYTES:
         raise BadRequest(
             f"The request is {length:,} bytes, over the editor's {MAX_REQUEST_BYTES:,}: the "
@@ -123,9 +133,11 @@ class CanvasViews:
         """`work`'s JSON for the signed-in author, or why not: 403 without the right, 400 for
         a malformed request, 409 when drafts refuse (invalid, moved on, examples changed)."""
         if not allowed:
-            return _refused("You may not change workflows: ask for the change permission.", 403)
+            return _refused(NOT_ALLOWED, 403)
         try:
             return JsonResponse(work(caller_user(admin_user(request))), status=status, safe=False)
+        except Forbidden as exc:
+            return _refused(str(exc), 403)
         except BadRequest as exc:
             return _refused(str(exc), 400)
         except DraftRefused as exc:
@@ -168,6 +180,11 @@ class CanvasViews:
         }
         return TemplateResponse(request, "admin/graphs/workflow/canvas.html", context)
 
+    def _may_edit(self, request: HttpRequest) -> bool:
+        """Whether the author may use the editor at all: the page of a new workflow opens
+        with the add permission alone, and checks and searches tools as it is edited."""
+        return self.admin.has_change_permission(request) or self.admin.has_add_permission(request)
+
     @staticmethod
     def _workflow(workflow_id: int) -> Workflow:
         return get_object_or_404(Workflow, pk=workflow_id)
@@ -200,7 +217,7 @@ class CanvasViews:
                 node_id=_text(body, "node"),
             )
 
-        return self._answer(request, self.admin.has_change_permission(request), work)
+        return self._answer(request, self._may_edit(request), work)
 
     def tools(self, request: HttpRequest) -> JsonResponse:
         """GET ?q=: the providers' tools an `mcp` node can call, as search finds them;
@@ -209,7 +226,7 @@ class CanvasViews:
         server, tool = request.GET.get("server"), request.GET.get("tool")
         return self._answer(
             request,
-            self.admin.has_change_permission(request),
+            self._may_edit(request),
             lambda caller: {"tools": canvas_tools(query, caller, server=server, tool=tool)},
         )
 
@@ -227,10 +244,16 @@ class CanvasViews:
             name = _text(body, "name")
             comment = _text(body, "comment") or "Edited on the canvas"
             if name is None:
+                if not self.admin.has_add_permission(request):
+                    raise Forbidden("You may not add workflows: ask for the add permission.")
                 saved = draft_create(
                     definition=document, group=_text(body, "group"), caller=caller, comment=comment
                 )
             else:
+                # The right to add workflows is no right to change one that exists.
+                existing = Workflow.objects.filter(name=name).first()
+                if not self.admin.has_change_permission(request, existing):
+                    raise Forbidden(NOT_ALLOWED)
                 saved = draft_update(
                     name=name,
                     caller=caller,
@@ -246,10 +269,7 @@ class CanvasViews:
                 "created": saved.created,
             }
 
-        allowed = self.admin.has_change_permission(request) or self.admin.has_add_permission(
-            request
-        )
-        return self._answer(request, allowed, work, status=201)
+        return self._answer(request, self._may_edit(request), work, status=201)
 
     def publish(self, request: HttpRequest, workflow_id: int) -> JsonResponse:
         """POST {version, force?}: serve that version from now on, after its examples pass
