@@ -90,6 +90,8 @@ def test_every_page_fits_a_1280_px_window(history, signed_in, live_server, scree
         f"/runs/{long_run}/",
         "/workflows/",
         f"/admin/graphs/workflow/{long_chain.pk}/change/",
+        f"/admin/graphs/workflow/{long_chain.pk}/canvas/",
+        "/admin/graphs/workflow/canvas/new/",
         f"/admin/graphs/run/{long_run}/change/",
     ):
         page.goto(url + path)
