@@ -9,7 +9,7 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -231,10 +231,19 @@ class WorkflowAdmin(AuditedAdmin):
 
 
 def _chosen_version(workflow: Workflow, number: str | None) -> WorkflowVersion | None:
-    """Version `number` of the workflow, when the test run names one that exists."""
-    if number is None or not number.isdigit() or len(number) > 9:
+    """Version `number` of the workflow, when the test run names one (None when it names
+    none); a 404 naming the versions there are when it names one the workflow lacks."""
+    if number is None:
         return None
-    return workflow.versions.filter(number=int(number)).first()
+    found = (
+        workflow.versions.filter(number=int(number)).first()
+        if number.isascii() and number.isdigit() and len(number) <= 9
+        else None
+    )
+    if found is None:
+        numbers = ", ".join(str(n) for n in workflow.versions.values_list("number", flat=True))
+        raise Http404(f"{workflow.name!r} has no version {number!r}; its versions: {numbers}.")
+    return found
 
 
 class WorkflowGroupAdmin(AuditedAdmin):

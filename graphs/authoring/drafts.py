@@ -226,19 +226,23 @@ def draft_update(
 
 
 def _moved_on(workflow: Workflow, based_on: int) -> str | None:
-    """Why a change started from version `based_on` may not be stored: a newer version
-    was; None when none was. The workflow's row is locked until the transaction ends, so a
-    second save made at the same moment waits, then sees the first one's version."""
+    """Why a change started from version `based_on` may not be stored: the version a change
+    starts from now (the latest draft, else the published one) is another, saved or
+    published since; None when it is the same. The workflow's row is locked until the
+    transaction ends, so a second save made at the same moment waits, then sees the first
+    one's version."""
     Workflow.objects.select_for_update().filter(pk=workflow.pk).first()
-    latest = workflow.versions.order_by("-number").first()
-    if latest is None or latest.number == based_on:
+    workflow.refresh_from_db(fields=["current_version"])
+    base = _base_version(workflow)
+    if base.number == based_on:
         return None
-    when = latest.created_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    when = base.created_at.strftime("%Y-%m-%d %H:%M:%S UTC")
     return (
-        f"{workflow.name!r} moved on while you edited: version {latest.number} was saved by "
-        f"{latest.author_name or 'someone'} at {when}, after version {based_on} you started "
-        f"from. Nothing was stored. Open version {latest.number} to see their change, then "
-        "make yours again (copy your YAML first)."
+        f"{workflow.name!r} moved on while you edited: version {base.number} "
+        f"({base.status}, saved by {base.author_name or 'someone'} at {when}) is now the one "
+        f"a change starts from, not version {based_on} you opened. Nothing was stored. Open "
+        f"version {base.number} to see the change, then make yours again (copy your YAML "
+        "first)."
     )
 
 

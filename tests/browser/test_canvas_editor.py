@@ -323,6 +323,6 @@ def test_two_authors_do_not_overwrite_each_other(signed_in, live_server, shout, 
     wait_valid(second)
     second.click("#canvas-save")
     expect(second.locator("#canvas-status")).to_contain_text("moved on while you edited")
-    expect(second.locator("#canvas-status")).to_contain_text("version 2 was saved by author")
+    expect(second.locator("#canvas-status")).to_contain_text("version 2 (draft, saved by author")
     assert list(shout.versions.order_by("number").values_list("number", flat=True)) == [1, 2]
     second.close()
