@@ -4,7 +4,9 @@ Seed 004 names a provider's tool `mcp-{provider}-{tool}`; the spec's subtype is 
 upper snake case (`MCP_EVERYTHING_GET_SUM`) and its display name is the `mcp-…` name itself,
 so agents can use either. The tool's `inputSchema` and `outputSchema` become the spec's
 input and output parameters (top-level properties, in the spec format's terms) and, whole,
-the `validation_schema` of its input and output ports, so nothing nested is lost.
+the `validation_schema` of its input and output ports, so nothing nested is lost. The output is
+described as the engine gives it to the next nodes, nothing more: the tool's structuredContent
+under an outputSchema, else the parsed text of the result (`STRUCTURED_OUTPUT`, `TEXT_OUTPUT`).
 """
 
 from __future__ import annotations
@@ -19,18 +21,26 @@ from nodespecs.knowledge.specformat import ParamDef, dump_spec_document, parse_s
 
 _JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "object", "array"})
 
-# What a call returns besides the tool's own structured output, as seed 004 maps results.
-RESULT_PARAMS: dict[str, dict[str, Any]] = {
-    "text": {"type": "string", "description": "The text content of the result, joined."},
-    "images": {
-        "type": "array",
-        "description": "Image content of the result: objects with data (base64) and mime_type.",
-    },
-    "audio": {
-        "type": "array",
-        "description": "Audio content of the result: objects with data (base64) and mime_type.",
-    },
-}
+# What a workflow's mcp node gives as its output, as the engine makes it from the call's result
+# (graphs/engine/results.py: `tool_output`, and `executor` for an error), in the words that
+# validate_workflow uses for it ("the output of 'node' (its tool's outputSchema)",
+# graphs/engine/checks/flow.py). The engine may not import this module, nor this one the
+# engine: tests/nodespecs/test_providers_tool_specs.py holds the two to the same words.
+STRUCTURED_OUTPUT = (
+    "The output of this node (its tool's outputSchema): the result's structuredContent, an "
+    "object whose fields are the output parameters; read one as $.<node id>.<field>."
+)
+TEXT_OUTPUT = (
+    "The output of this node: the tool declares no outputSchema, so it is the text of the "
+    "result's first text block, parsed as JSON when it is JSON, else the text itself; read it "
+    'as $.<node id>. A result with no text but images or audio gives {"text": "", "images": '
+    '[{"data", "mime_type"}], "audio": [...]}, any other content its first block as JSON, '
+    "and no content null."
+)
+ERROR_OUTPUT = (
+    " A result with isError gives no output: the node fails, and with it the run, with the "
+    "tool's text as the error."
+)
 
 
 def _json_type(schema: Any) -> str | None:
@@ -93,15 +103,10 @@ def _params(schema: Any) -> dict[str, dict[str, Any]]:
 
 
 def _output_params(output_schema: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
-    params = dict(RESULT_PARAMS)
-    if output_schema is not None:
-        params["structured"] = {
-            "type": "object",
-            "description": "The structured content of the result (see the output port's schema).",
-        }
-        for name, param in _params(output_schema).items():
-            params.setdefault(name, param)
-    return params
+    """The node's output as parameters: the outputSchema's properties, which are the fields
+    of the output; none without an outputSchema (the output is a text or a JSON value, which
+    has no named fields: the output port says so)."""
+    return _params(output_schema)
 
 
 def _tags(provider: str, tool: Tool) -> list[str]:
@@ -142,8 +147,8 @@ def tool_document(*, provider: str, provider_title: str, tool: Tool) -> dict[str
         "output_ports": [
             {
                 "name": "result",
-                "description": "The tool's result"
-                + (" (structured content per its outputSchema)." if tool.output_schema else "."),
+                "description": (STRUCTURED_OUTPUT if tool.output_schema else TEXT_OUTPUT)
+                + ERROR_OUTPUT,
                 **({"validation_schema": tool.output_schema} if tool.output_schema else {}),
             }
         ],

@@ -21,6 +21,7 @@ from nodespecs.providers.lifecycle import (
     provider_get_or_create,
     provider_refresh,
 )
+from nodespecs.providers.tool_specs import STRUCTURED_OUTPUT
 from tests.nodespecs.providers_helpers import echo_provider, servers  # noqa: F401
 from tests.peers import require_npm_server
 
@@ -164,11 +165,34 @@ class TestRefresh:
         spec = NodeSpec.objects.get(subtype="MCP_ECHO_ADD")
         a = spec.input_params["a"]
         assert (a["type"], a["description"], a["required"]) == ("number", "a", True)
+        # The output is the tool's structuredContent: its fields, and nothing the engine
+        # never gives (no `text`, `images`, `audio` or `structured`).
+        assert list(spec.output_params) == ["sum"]
         assert spec.output_params["sum"]["type"] == "number"
-        assert {"text", "images", "audio", "structured"} <= set(spec.output_params)
+        assert spec.output_ports[0]["description"].startswith(STRUCTURED_OUTPUT)
         assert spec.input_ports[0]["validation_schema"]["required"] == ["a", "b"]
         assert spec.output_ports[0]["validation_schema"]["properties"]["sum"]["type"] == "number"
         assert "Add two numbers" in spec.description
+
+    def test_a_spec_made_with_the_old_outputs_gets_the_engines_at_the_next_refresh(
+        self, db, refresh
+    ):
+        provider = echo_provider()
+        refresh(provider)
+        spec = NodeSpec.objects.get(subtype="MCP_ECHO_ADD")
+        # As refreshes wrote it before the outputs said what the engine gives.
+        spec.output_params = {
+            "text": {"type": "string", "description": "The text content of the result, joined."},
+            "structured": {"type": "object", "description": "The structured content."},
+            **spec.output_params,
+        }
+        spec_save(spec=spec, comment="as an older refresh left it")
+
+        report = refresh(provider)
+
+        assert "mcp-echo-add" in report.updated
+        spec.refresh_from_db()
+        assert list(spec.output_params) == ["sum"]
 
     def test_agents_find_a_provider_tool_by_either_name_without_a_warning(self, db, refresh):
         refresh(echo_provider())
