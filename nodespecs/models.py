@@ -13,6 +13,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 
 from nodespecs.downstream import client
+from nodespecs.downstream.connection import SSE_READ_TIMEOUT_DEFAULT
 from nodespecs.knowledge.specformat import (
     NODE_TYPES,
     SpecFormatError,
@@ -87,6 +88,13 @@ class Provider(models.Model):
         STREAMABLE_HTTP = "streamable_http", "Streamable HTTP (a URL)"
         SSE = "sse", "SSE (a URL; the older HTTP transport)"
 
+    class RefreshState(models.TextChoices):
+        """Where the refresh of its tools stands; blank until one has run."""
+
+        REFRESHING = "refreshing", "refreshing…"
+        REFRESHED = "refreshed", "refreshed"
+        FAILED = "failed", "failed"
+
     name = models.CharField(
         max_length=40,
         unique=True,
@@ -116,6 +124,14 @@ class Provider(models.Model):
         default=30.0,
         validators=[MinValueValidator(0.1), MaxValueValidator(3600)],
         help_text="How long a call (and starting the server) may take.",
+    )
+    sse_read_timeout = models.FloatField(
+        "SSE read timeout",
+        default=SSE_READ_TIMEOUT_DEFAULT,
+        validators=[MinValueValidator(1), MaxValueValidator(3600)],
+        help_text="HTTP and SSE: how many seconds to wait for the server's next event (or the "
+        "next part of an answer) before giving up the connection; 1 to 3600, default 300 as "
+        "in the MCP SDK.",
     )
     enabled = models.BooleanField(default=True)
     # Who may use it in a draft through the API (nodespecs/providers/builder_access.py): keys with
@@ -153,6 +169,14 @@ class Provider(models.Model):
     )
     last_refreshed_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_error = models.TextField(blank=True, editable=False)
+    # Where the refresh of its tools stands (nodespecs/providers/refreshing.py): a save starts
+    # one in the background, so the page says whether it is still running, and since when.
+    tools_refresh_state = models.CharField(
+        max_length=16, choices=RefreshState.choices, blank=True, editable=False
+    )
+    tools_refresh_at = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="When the refresh state last changed."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -208,6 +232,7 @@ class Provider(models.Model):
             headers=headers,
             timeout_seconds=self.timeout_seconds,
             egress_checked=bool(self.declared_by),
+            sse_read_timeout=self.sse_read_timeout,
         )
 
 

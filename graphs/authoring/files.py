@@ -46,6 +46,7 @@ from graphs.models import Workflow, WorkflowGroup, WorkflowVersion
 from nodespecs.audit import audit_report
 from nodespecs.callers import Caller
 from nodespecs.downstream.client import Connection
+from nodespecs.downstream.connection import SSE_READ_TIMEOUT_DEFAULT
 from nodespecs.models import Provider
 from nodespecs.providers.builder_access import provider_refusal
 from nodespecs.reports import ChangeReport
@@ -94,6 +95,7 @@ def server_connection(server: ServerConfig, base_dir: Path | None) -> Connection
         url=server.url,
         headers=tuple(sorted(dict(server.headers).items())),
         timeout_seconds=server.timeout_seconds or 30.0,
+        sse_read_timeout=server.sse_read_timeout or SSE_READ_TIMEOUT_DEFAULT,
     )
 
 
@@ -366,4 +368,11 @@ def _server_config(name: str, provider: Provider, *, masked: bool = False) -> Se
         url=mask_credentials(provider.url) if masked else provider.url,
         headers=shown(provider.headers),
         timeout_seconds=provider.timeout_seconds,
+        # HTTP and SSE only, and only when not the default: a file without it reads back so.
+        sse_read_timeout=(
+            None
+            if provider.transport == Provider.Transport.STDIO
+            or provider.sse_read_timeout == SSE_READ_TIMEOUT_DEFAULT
+            else provider.sse_read_timeout
+        ),
     )

@@ -88,6 +88,8 @@ class ServerConfig:
     url: str = ""
     headers: dict[str, str] = field(default_factory=dict)
     timeout_seconds: float | None = None
+    # SSE and Streamable HTTP: how long to wait for the server's next event (None: the default).
+    sse_read_timeout: float | None = None
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,8 @@
 """Admin for providers: register MCP servers, refresh their tools, keep their secrets hidden.
 
+Saving a provider refreshes its tools (`nodespecs.providers.refreshing`: in the background when
+the server is slow, the state shown on its page).
+
 `env` and `headers` are edited as text, one `NAME=value` (env) or `Name: value` (headers)
 per line. Their stored values are never sent to the browser: the form shows the names
 alone, a line with nothing after the separator keeps the stored value, a line with a value
@@ -29,18 +32,23 @@ from nodespecs.audit import Action, audit_record, audit_refresh
 from nodespecs.callers import Caller, actor_user, caller_user
 from nodespecs.models import Provider
 from nodespecs.providers.lifecycle import (
+    SERVER_SETTINGS,
     ProviderRefreshError,
     provider_changes,
     provider_check,
     provider_refresh,
     provider_save,
 )
+from nodespecs.providers.refreshing import provider_refresh_after_save, refresh_state_text
 from nodespecs.secrets import UnreadableSecrets
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations  # django-stubs' helper: types only
 
 _TEXTAREA = {"rows": 4, "cols": 80, "class": "vLargeTextField"}
+# How long saving a provider waits for the refresh of its tools before going on while it ends
+# in the background: long enough for a local server, short enough for a page.
+REFRESH_WAIT_SECONDS = 3.0
 SECRET_FIELDS = ("env", "headers")
 
 
@@ -103,16 +111,7 @@ class SecretMapField(forms.Field):
 
 
 # How a provider reaches its server: the form's fields after the name, and one fieldset.
-SERVER_FIELDS = (
-    "transport",
-    "command",
-    "args",
-    "env",
-    "cwd",
-    "url",
-    "headers",
-    "timeout_seconds",
-)
+SERVER_FIELDS = SERVER_SETTINGS
 # Who may use the provider in a workflow they build (nodespecs/providers/builder_access.py).
 BUILDER_FIELDS = ("open_to_builders", "builders")
 # What a user who may not start processes sees of a stdio server's settings, read-only.
@@ -145,6 +144,8 @@ class ProviderForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if "sse_read_timeout" in self.fields:
+            self.fields["sse_read_timeout"].required = False
         # Stored values no key decrypts: the form starts empty and says why; entering the
         # values again stores them under the current key.
         for field in SECRET_FIELDS:
@@ -153,6 +154,11 @@ class ProviderForm(forms.ModelForm):
                 self.initial[field] = {}
                 help_text = self.fields[field].help_text
                 self.fields[field].help_text = f"{escape(stored.problem())} {help_text}"
+
+    def clean_sse_read_timeout(self) -> float:
+        # Left empty (or not sent, by a form from before the field existed): the value it had.
+        value = self.cleaned_data.get("sse_read_timeout")
+        return self.instance.sse_read_timeout if value is None else value
 
     def _with_stored(self, field: str) -> dict[str, str]:
         """The submitted mapping with each empty value replaced by the stored one."""
@@ -224,13 +230,14 @@ class ProviderAdmin(AuditedAdmin):
         "transport",
         "enabled",
         "tool_count",
-        "last_refreshed_at",
+        "refresh_state",
         "error",
     )
     list_filter = ("enabled", "transport", "open_to_builders", DeclaredFilter)
     search_fields = ("name", "title", "command", "url", "declared_by")
     actions = ["refresh_tools"]
     readonly_fields = (
+        "refresh_state",
         "last_refreshed_at",
         "last_error",
         "tools",
@@ -255,7 +262,13 @@ class ProviderAdmin(AuditedAdmin):
                 "builder declared belongs to its workflows only.",
             },
         ),
-        ("Tools", {"fields": ("last_refreshed_at", "last_error", "tools")}),
+        (
+            "Tools",
+            {
+                "fields": ("refresh_state", "last_refreshed_at", "last_error", "tools"),
+                "description": "Saving the provider refreshes its tools in the background.",
+            },
+        ),
         ("Record", {"fields": ("created_at", "updated_at")}),
     )
 
@@ -298,6 +311,9 @@ class ProviderAdmin(AuditedAdmin):
     ) -> None:
         # The service checks the rights again, validates, and records the audit event.
         provider_save(provider=obj, caller=caller_user(admin_user(request)))
+        provider_refresh_after_save(
+            provider=obj, actor=actor_user(admin_user(request)), wait_seconds=REFRESH_WAIT_SECONDS
+        )
 
     def save_related(
         self, request: HttpRequest, form: forms.ModelForm, formsets: Any, change: bool
@@ -329,6 +345,10 @@ class ProviderAdmin(AuditedAdmin):
         suffix = f" ({missing} unavailable)" if missing else ""
         return f"{provider.tool_available}{suffix}"
 
+    @admin.display(description="tools refresh")
+    def refresh_state(self, provider: Provider) -> str:
+        return refresh_state_text(provider)
+
     @admin.display(description="last error")
     def error(self, provider: Provider) -> str:
         text = provider.last_error
@@ -338,7 +358,7 @@ class ProviderAdmin(AuditedAdmin):
     def tools(self, provider: Provider) -> str:
         specs = list(provider.specs.order_by("display_name")) if provider.pk else []
         if not specs:
-            return "None yet: use the “Refresh tools” action on the provider list."
+            return "None yet: save the provider, or use the “Refresh tools” action on the list."
         return format_html_join(
             "",
             '<div><a href="{}">{}</a>{}</div>',

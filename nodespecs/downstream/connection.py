@@ -8,6 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 TRANSPORTS: tuple[str, ...] = ("stdio", "streamable_http", "sse")
+# How long an SSE or Streamable HTTP connection waits for the server's next event (or the next
+# bytes of an answer) before it gives up: the MCP SDK's own default for `sse_read_timeout`.
+SSE_READ_TIMEOUT_DEFAULT = 300.0
 
 
 @dataclass(frozen=True)
@@ -17,7 +20,9 @@ class Connection:
     Connections with the same server settings share one live session: `name` (used in
     messages) and `timeout_seconds` (the default deadline of each call, and of starting the
     server) are not part of that identity. `env` and `headers` may hold secrets, so they are
-    left out of the repr.
+    left out of the repr. `sse_read_timeout` (SSE and Streamable HTTP only) is how long the
+    connection waits for the server's next event; it is part of the identity, since a live
+    session keeps the value it started with.
 
     `egress_checked` (part of the identity: a checked and an unchecked connection to one URL never
     share a session) marks a server that an agent or another caller without the right to start
@@ -37,6 +42,7 @@ class Connection:
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     timeout_seconds: float = field(default=30.0, compare=False)
     egress_checked: bool = False
+    sse_read_timeout: float = SSE_READ_TIMEOUT_DEFAULT
 
     def __post_init__(self) -> None:
         if self.transport not in TRANSPORTS:
@@ -46,6 +52,8 @@ class Connection:
             )
         if not self.timeout_seconds > 0:
             raise ValueError(f"Connection {self.name!r}: timeout_seconds must be positive.")
+        if not self.sse_read_timeout > 0:
+            raise ValueError(f"Connection {self.name!r}: sse_read_timeout must be positive.")
 
     def describe(self) -> str:
         """The server as error messages name it."""

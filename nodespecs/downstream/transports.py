@@ -57,9 +57,6 @@ logger = logging.getLogger("nodespecs.downstream.client")
 # The server runs under `sh`, which reports the server's exit status on stderr when it ends
 # (read back by `StderrTail.exit_code`): the SDK keeps the process object to itself.
 _REPORT_EXIT = f'"$@"; code=$?; echo "{EXIT_MARK}$code" >&2; exit $code'
-# HTTP read timeout: a Streamable HTTP server may hold a response stream open for long;
-# each call has its own deadline on top of this.
-_HTTP_READ_TIMEOUT = 300.0
 
 
 class _WatchedReadStream:
@@ -235,7 +232,9 @@ def open_transport(
 def _transport(connection: Connection, diagnostics: Diagnostics) -> Any:
     if connection.transport == "stdio":
         return _stdio(connection, diagnostics)
-    timeout = httpx2.Timeout(connection.timeout_seconds, read=_HTTP_READ_TIMEOUT)
+    # The read timeout is the connection's `sse_read_timeout`: a server may hold a response
+    # stream open for long, and each call has its own deadline on top of this.
+    timeout = httpx2.Timeout(connection.timeout_seconds, read=connection.sse_read_timeout)
     if connection.transport == "sse":
 
         def sse_http_client(
@@ -244,7 +243,10 @@ def _transport(connection: Connection, diagnostics: Diagnostics) -> Any:
             return _http_client(connection, diagnostics, timeout=timeout, auth=auth)
 
         return sse_client(
-            connection.url, timeout=connection.timeout_seconds, httpx_client_factory=sse_http_client
+            connection.url,
+            timeout=connection.timeout_seconds,
+            sse_read_timeout=connection.sse_read_timeout,
+            httpx_client_factory=sse_http_client,
         )
     return _streamable_http(connection, diagnostics, timeout)
 

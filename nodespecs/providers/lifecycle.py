@@ -32,10 +32,21 @@ from nodespecs.providers.tool_specs import tool_document
 from nodespecs.reports import RefreshReport
 from nodespecs.secrets import UnreadableSecrets
 
-# Settings that make two providers the same server (everything but name, title, state).
-_SETTINGS = ("transport", "command", "args", "env", "cwd", "url", "headers", "timeout_seconds")
+# Settings that make two providers the same server (everything but name, title, state), in
+# the order the admin shows them.
+SERVER_SETTINGS = (
+    "transport",
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "timeout_seconds",
+    "sse_read_timeout",
+)
 # The fields a person sets: a change to any of them is recorded in the audit trail.
-_EDITABLE = ("name", "title", "enabled", "open_to_builders", *_SETTINGS)
+_EDITABLE = ("name", "title", "enabled", "open_to_builders", *SERVER_SETTINGS)
 
 
 class ProviderRefreshError(Exception):
@@ -53,6 +64,7 @@ def _settings_of(connection: client.Connection) -> dict[str, Any]:
         "url": connection.url,
         "headers": dict(connection.headers),
         "timeout_seconds": connection.timeout_seconds,
+        "sse_read_timeout": connection.sse_read_timeout,
     }
 
 
@@ -127,7 +139,9 @@ def _matches(connection: client.Connection) -> list[Provider]:
     exact = {key: settings[key] for key in ("transport", "command", "cwd", "url")}
     providers = Provider.objects.filter(**exact, timeout_seconds=connection.timeout_seconds)
     # args, env and headers are JSON: compared here, where dict order does not matter.
-    return [p for p in providers if all(getattr(p, key) == settings[key] for key in _SETTINGS)]
+    return [
+        p for p in providers if all(getattr(p, key) == settings[key] for key in SERVER_SETTINGS)
+    ]
 
 
 def provider_reused(connection: client.Connection, caller: Caller) -> Provider | None:
@@ -178,8 +192,13 @@ def provider_get_or_create(*, name: str, connection: client.Connection, caller: 
 
 
 def _mark_failed(provider: Provider, message: str) -> None:
+    # The specs are left as they were: only the reason is recorded.
     provider.last_error = message
-    provider.save(update_fields=["last_error", "updated_at"])
+    provider.tools_refresh_state = Provider.RefreshState.FAILED
+    provider.tools_refresh_at = timezone.now()
+    provider.save(
+        update_fields=["last_error", "tools_refresh_state", "tools_refresh_at", "updated_at"]
+    )
 
 
 def provider_refresh(*, provider: Provider) -> RefreshReport:
@@ -218,9 +237,18 @@ def provider_refresh(*, provider: Provider) -> RefreshReport:
                 spec.available = False
                 spec_save(spec=spec, comment="The provider no longer offers this tool")
             report.unavailable.append(spec.display_name)
-        provider.last_refreshed_at = timezone.now()
+        provider.last_refreshed_at = provider.tools_refresh_at = timezone.now()
+        provider.tools_refresh_state = Provider.RefreshState.REFRESHED
         provider.last_error = "; ".join(f"{n}: {m}" for n, m in report.failed.items())
-        provider.save(update_fields=["last_refreshed_at", "last_error", "updated_at"])
+        provider.save(
+            update_fields=[
+                "last_refreshed_at",
+                "last_error",
+                "tools_refresh_state",
+                "tools_refresh_at",
+                "updated_at",
+            ]
+        )
     return report
 
 

@@ -7,6 +7,7 @@ import yaml
 
 from graphs.authoring.files import GraphFileError, graph_export, graph_import
 from graphs.models import Workflow, WorkflowGroup, WorkflowVersion
+from nodespecs.models import Provider
 from tests.graph_files import FILES, OPERATOR, import_file
 
 
@@ -79,3 +80,37 @@ def test_an_export_writes_multi_line_expressions_as_block_scalars(loops):
 
     assert "expr: |" in exported
     assert "\\n" not in exported  # no expression squeezed onto one line with escapes
+
+
+EVENTS_FILE = """
+version: "1.0"
+server: {name: "events", version: "1.0.0"}
+mcpServers:
+  feed: {type: "sse", url: "https://feed.example.com/sse", sse_read_timeout: 45}
+tools:
+  - name: "latest"
+    description: "The feed's latest item."
+    inputSchema: {type: "object"}
+    nodes:
+      - {id: "entry", type: "entry", next: "call"}
+      - {id: "call", type: "mcp", server: "feed", tool: "latest", args: {}, next: "exit"}
+      - {id: "exit", type: "exit"}
+"""
+
+
+def test_an_sse_read_timeout_goes_to_the_provider_and_back_to_the_file(db):
+    graph_import(text=EVENTS_FILE, caller=OPERATOR)
+    provider = Provider.objects.get(url="https://feed.example.com/sse")
+    assert provider.sse_read_timeout == 45
+
+    exported = graph_export(name="events")
+    assert yaml.safe_load(exported)["mcpServers"]["feed"]["sse_read_timeout"] == 45
+    report = graph_import(text=exported, caller=OPERATOR)
+    assert report.unchanged == ["latest"]
+    assert Provider.objects.count() == 1
+
+
+def test_an_http_server_without_one_gets_the_default_and_exports_without_it(db):
+    graph_import(text=EVENTS_FILE.replace(", sse_read_timeout: 45", ""), caller=OPERATOR)
+    assert Provider.objects.get().sse_read_timeout == 300
+    assert "sse_read_timeout" not in graph_export(name="events")

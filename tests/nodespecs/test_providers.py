@@ -159,6 +159,8 @@ class TestRefresh:
         provider.refresh_from_db()
         assert provider.last_refreshed_at is not None
         assert provider.last_error == ""
+        assert provider.tools_refresh_state == Provider.RefreshState.REFRESHED
+        assert provider.tools_refresh_at == provider.last_refreshed_at
 
     def test_a_tools_schemas_become_its_parameters_and_ports(self, db, refresh):
         refresh(echo_provider())
@@ -252,6 +254,7 @@ class TestRefresh:
         assert "cannot start" in provider.last_error
         assert provider.last_refreshed_at == refreshed_at
         assert provider.specs.filter(available=True).count() == 6
+        assert provider.tools_refresh_state == Provider.RefreshState.FAILED
 
     def test_a_disabled_provider_is_not_refreshed(self, db, refresh):
         with pytest.raises(ProviderRefreshError, match="'echo' is disabled: enable it"):

@@ -8,7 +8,8 @@ configuration files:
   ``streamable_http``, ``http``, or no type at all.
 - SSE: ``url`` with ``type: sse``, or no type and a URL path ending in ``/sse``.
 
-``headers`` (HTTP only) and ``timeout`` (seconds, any transport) are optional. ``transport``
+``headers`` (HTTP only), ``timeout`` (seconds, any transport) and ``sse_read_timeout`` (HTTP
+only: seconds to wait for the server's next event, as Dify names it) are optional. ``transport``
 is accepted as a synonym of ``type``.
 """
 
@@ -30,8 +31,8 @@ _TRANSPORT_NAMES = {
 }
 _KEYS = {
     "stdio": {"type", "transport", "command", "args", "env", "cwd", "timeout"},
-    "streamable_http": {"type", "transport", "url", "headers", "timeout"},
-    "sse": {"type", "transport", "url", "headers", "timeout"},
+    "streamable_http": {"type", "transport", "url", "headers", "timeout", "sse_read_timeout"},
+    "sse": {"type", "transport", "url", "headers", "timeout", "sse_read_timeout"},
 }
 
 
@@ -114,8 +115,18 @@ def parse_server(name: str, raw: Any, problems: list[str]) -> ServerConfig | Non
         if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https"):
             problems.append(f"{where}, field 'url': must be an http:// or https:// URL")
         headers = _string_map(raw.get("headers"), f"{where}, field 'headers'", problems)
+        read_timeout = raw.get("sse_read_timeout")
+        if read_timeout is not None and not _positive_number(read_timeout):
+            problems.append(
+                f"{where}, field 'sse_read_timeout': must be a positive number of seconds"
+            )
         config = ServerConfig(
-            name, transport, url=str(url), headers=headers, timeout_seconds=timeout
+            name,
+            transport,
+            url=str(url),
+            headers=headers,
+            timeout_seconds=timeout,
+            sse_read_timeout=read_timeout,
         )
     return None if len(problems) > start else config
 
@@ -136,6 +147,8 @@ def server_to_dict(server: ServerConfig) -> dict[str, Any]:
             result["headers"] = dict(server.headers)
     if server.timeout_seconds is not None:
         result["timeout"] = server.timeout_seconds
+    if server.sse_read_timeout is not None:
+        result["sse_read_timeout"] = server.sse_read_timeout
     return result
 
 

@@ -75,6 +75,29 @@ def test_defaults_apply_when_optional_sections_are_left_out():
 
 
 @pytest.mark.parametrize(
+    ("raw_server", "problem"),
+    [
+        (
+            {"url": "https://h/mcp", "sse_read_timeout": 0},
+            "server 's', field 'sse_read_timeout': must be a positive number of seconds",
+        ),
+        ({"command": "x", "sse_read_timeout": 60}, "server 's': unknown key(s) sse_read_timeout"),
+    ],
+)
+def test_an_sse_read_timeout_is_for_http_servers_and_positive(raw_server, problem):
+    with pytest.raises(DefinitionError) as refused:
+        parse_definition(
+            {
+                "version": "1",
+                "server": {"name": "n", "version": "1"},
+                "mcpServers": {"s": raw_server},
+                "tools": [chain()],
+            }
+        )
+    assert problem in str(refused.value)
+
+
+@pytest.mark.parametrize(
     ("raw_server", "expected"),
     [
         (
@@ -97,6 +120,10 @@ def test_defaults_apply_when_optional_sections_are_left_out():
             ),
         ),
         ({"url": "https://h/sse"}, ServerConfig("s", "sse", url="https://h/sse")),
+        (
+            {"type": "sse", "url": "https://h/sse", "sse_read_timeout": 60},
+            ServerConfig("s", "sse", url="https://h/sse", sse_read_timeout=60),
+        ),
         (
             {"type": "sse", "url": "https://h/events"},
             ServerConfig("s", "sse", url="https://h/events"),
