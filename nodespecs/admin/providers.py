@@ -1,7 +1,9 @@
-"""Admin for providers: register MCP servers, refresh their tools, keep their secrets hidden.
+"""Admin for providers: register MCP servers, test their connection, refresh their tools, keep
+their secrets hidden.
 
 Saving a provider refreshes its tools (`nodespecs.providers.refreshing`: in the background when
-the server is slow, the state shown on its page).
+the server is slow, the state shown on its page); "Test connection" on its page reaches the server
+as saved and lists its tools, changing nothing (`nodespecs.providers.connection_check`).
 
 `env` and `headers` are edited as text, one `NAME=value` (env) or `Name: value` (headers)
 per line. Their stored values are never sent to the browser: the form shows the names
@@ -20,17 +22,20 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count, Q, QuerySet
 from django.forms.models import construct_instance
-from django.http import HttpRequest
-from django.urls import reverse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import escape, format_html_join
 
 from nodespecs.admin.audit import AuditedAdmin, admin_user
 from nodespecs.audit import Action, audit_record, audit_refresh
 from nodespecs.callers import Caller, actor_user, caller_user
 from nodespecs.models import Provider
+from nodespecs.providers.connection_check import provider_connection_test
 from nodespecs.providers.lifecycle import (
     SERVER_SETTINGS,
     ProviderRefreshError,
@@ -266,11 +271,42 @@ class ProviderAdmin(AuditedAdmin):
             "Tools",
             {
                 "fields": ("refresh_state", "last_refreshed_at", "last_error", "tools"),
-                "description": "Saving the provider refreshes its tools in the background.",
+                "description": "Saving the provider refreshes its tools in the background; "
+                "“Test connection” (above) lists them without changing anything.",
             },
         ),
         ("Record", {"fields": ("created_at", "updated_at")}),
     )
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        return [
+            path(
+                "<int:pk>/test-connection/",
+                wrap(self.connection_test_view),
+                name="nodespecs_provider_test_connection",
+            ),
+            *super().get_urls(),
+        ]
+
+    def connection_test_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """Test the saved provider's connection and show what was found. POST only, by those
+        who may change the provider: it starts a stdio server, or sends requests to a remote
+        one; a GET goes back to the provider's page."""
+        provider = get_object_or_404(Provider, pk=pk)
+        if not self.has_change_permission(request, provider):
+            raise PermissionDenied
+        if request.method != "POST":
+            return HttpResponseRedirect(reverse("admin:nodespecs_provider_change", args=[pk]))
+        report = provider_connection_test(provider=provider)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"Connection test of {provider.name}",
+            "provider": provider,
+            "report": report,
+        }
+        return TemplateResponse(request, "admin/nodespecs/provider/connection_test.html", context)
 
     def get_fieldsets(self, request: HttpRequest, obj: Provider | None = None) -> Any:
         fieldsets = super().get_fieldsets(request, obj)

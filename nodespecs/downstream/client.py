@@ -46,6 +46,7 @@ __all__ = [
     "Connection",
     "DownstreamError",
     "DownstreamTimeout",
+    "all_tools",
     "call_tool",
     "close_all",
     "list_tools",
@@ -128,17 +129,24 @@ def list_tools(connection: Connection, *, timeout: float | None = None) -> list[
     """Every tool the server offers (all pages of its listing), in its order."""
 
     async def send(client: Client) -> list[Tool]:
-        tools: list[Tool] = []
-        cursor: str | None = None
-        for _ in range(MAX_TOOL_PAGES):
-            page = await client.list_tools(cursor=cursor)
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if not cursor:
-                return tools
-        raise DownstreamError(
-            f"{connection.describe()} listed more than {MAX_TOOL_PAGES} pages of tools; "
-            "its pagination does not end."
-        )
+        return await all_tools(connection, client)
 
     return request(connection, "tools/list", send, timeout)
+
+
+async def all_tools(connection: Connection, client: Client) -> list[Tool]:
+    """Every tool a connected client's server offers: its listing read to the last page.
+
+    Raises `DownstreamError` when the listing goes on for more than `MAX_TOOL_PAGES` pages."""
+    tools: list[Tool] = []
+    cursor: str | None = None
+    for _ in range(MAX_TOOL_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+    raise DownstreamError(
+        f"{connection.describe()} listed more than {MAX_TOOL_PAGES} pages of tools; "
+        "its pagination does not end."
+    )

@@ -18,14 +18,17 @@ Used by `nodespecs.downstream.pool`, `nodespecs.downstream.client` and
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import logging
 import os
+from enum import StrEnum
 
 import anyio
 import httpx2
 import pydantic
 from mcp.shared.exceptions import MCPError
-from mcp.types import CONNECTION_CLOSED
+from mcp.types import CONNECTION_CLOSED, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
 
 from nodespecs.downstream.connection import Connection
 from nodespecs.downstream.diagnostics import Diagnostics
@@ -45,6 +48,38 @@ class DownstreamError(Exception):
 
 class DownstreamTimeout(DownstreamError):
     """A downstream MCP server did not answer (or start) in time."""
+
+
+class CommandUnavailable(DownstreamError):
+    """A stdio server's command cannot be run: not found, not executable, or not one that
+    `PROVIDER_ALLOWED_COMMANDS` allows (`refused`)."""
+
+    def __init__(self, message: str, *, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
+
+
+# JSON-RPC errors that say the answer was not MCP at all: one the client could not parse
+# (-32700) or whose content type was no JSON or event stream (-32600, made up by the SDK's
+# transport), or a JSON-RPC server that knows no MCP method (-32601).
+_NOT_MCP_CODES = frozenset({PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND})
+
+
+class Failure(StrEnum):
+    """The class of a failure to reach a server, as a person is told it plainly."""
+
+    REFUSED = "refused"  # nothing listens at the address
+    UNREACHABLE = "unreachable"  # no such host, reset, no route
+    TIMED_OUT = "timed out"
+    NOT_MCP = "not an MCP server"  # it answered, but not MCP
+    AUTHENTICATION = "authentication failed"  # HTTP 401 or 403
+    SERVER_ERROR = "server error"  # an HTTP 5xx, or a JSON-RPC error to initialize
+    COMMAND_NOT_FOUND = "command not found"
+    COMMAND_NOT_ALLOWED = "command not allowed"
+    EXITED = "process exited"
+    EGRESS_REFUSED = "refused by the egress policy"
+    TOO_LARGE = "answer too large"
+    OTHER = "failed"
 
 
 def _too_large(connection: Connection, diagnostics: Diagnostics, during: str) -> DownstreamError:
@@ -98,16 +133,25 @@ def _http_problem(where: str, status: int, reason: str, *, during: str) -> str:
     return f"{where} answered HTTP {status} {reason} {during}; {hint}."
 
 
-def _network_reason(exc: BaseException) -> str:
-    """The operating system's words for a network failure ("Connection refused"), found in
-    the exception's chain; HTTP clients wrap it in vaguer messages."""
+def _network_errno(exc: BaseException) -> int | None:
+    """The operating system's error number behind a network failure, found in the
+    exception's chain (HTTP clients wrap it), or None."""
     cause: BaseException | None = exc
     for _ in range(10):
         if cause is None:
             break
         if isinstance(cause, OSError) and cause.errno:
-            return os.strerror(cause.errno)
+            return cause.errno
         cause = cause.__cause__ or cause.__context__
+    return None
+
+
+def _network_reason(exc: BaseException) -> str:
+    """The operating system's words for a network failure ("Connection refused"), found in
+    the exception's chain; HTTP clients wrap it in vaguer messages."""
+    number = _network_errno(exc)
+    if number is not None:
+        return os.strerror(number)
     return str(exc).rstrip(".") or type(exc).__name__
 
 
@@ -226,6 +270,12 @@ async def _explain_in_detail(
         return DownstreamTimeout(
             f"{where} did not answer over HTTP {during} in time ({said(str(leaf))})."
         )
+    if isinstance(leaf, httpx2.SSEError):
+        return DownstreamError(
+            f"{where} answered, but not with an event stream, {during} ({said(str(leaf))}); "
+            "check that the URL is the server's SSE endpoint (often /sse), or that the server "
+            "speaks Streamable HTTP and choose that transport."
+        )
     if isinstance(leaf, httpx2.TransportError):
         return DownstreamError(
             f"{where} cannot be reached {during}: {said(_network_reason(leaf))}. "
@@ -234,3 +284,55 @@ async def _explain_in_detail(
     if isinstance(leaf, OSError):
         return DownstreamError(f"{where} cannot start: {said(str(leaf))}.")
     return DownstreamError(f"{where} failed {during}: {type(leaf).__name__}: {said(str(leaf))}")
+
+
+def failure_kind(exc: BaseException, connection: Connection, diagnostics: Diagnostics) -> Failure:
+    """The class of a failure to reach or use a server, from what was raised and what its
+    transport saw. For an egress-checked connection only the classes its caller may be told
+    (`explain`): refused and unreachable are one, and so are every answer that was not usable
+    MCP."""
+    failure = _failure_in_detail(exc, diagnostics)
+    if not connection.egress_checked:
+        return failure
+    if failure in (Failure.REFUSED, Failure.EXITED):
+        return Failure.UNREACHABLE
+    if failure in (Failure.AUTHENTICATION, Failure.SERVER_ERROR, Failure.OTHER):
+        return Failure.NOT_MCP if diagnostics.http_answered else Failure.UNREACHABLE
+    return failure
+
+
+def _failure_in_detail(exc: BaseException, diagnostics: Diagnostics) -> Failure:
+    if _egress_refusal(exc, diagnostics) is not None:
+        return Failure.EGRESS_REFUSED
+    # Called outside the event loop too (a probe's caller classifies a probe that overran):
+    # asyncio's cancellation, which is anyio's on the only backend used here.
+    leaves = [leaf for leaf in _leaves(exc) if not isinstance(leaf, asyncio.CancelledError)]
+    leaf = leaves[0] if leaves else exc
+    if diagnostics.too_large or TOO_LARGE_MARK in str(leaf):
+        return Failure.TOO_LARGE
+    if isinstance(leaf, CommandUnavailable):
+        return Failure.COMMAND_NOT_ALLOWED if leaf.refused else Failure.COMMAND_NOT_FOUND
+    if diagnostics.unreadable or isinstance(leaf, pydantic.ValidationError):
+        return Failure.NOT_MCP  # it wrote something that is not JSON-RPC, or not MCP's
+    if diagnostics.http_error is not None:
+        status = diagnostics.http_error[0]
+        if status in (401, 403):
+            return Failure.AUTHENTICATION
+        return Failure.SERVER_ERROR if status >= 500 else Failure.NOT_MCP
+    if isinstance(leaf, (DownstreamTimeout, TimeoutError, httpx2.TimeoutException)):
+        return Failure.TIMED_OUT
+    stderr = diagnostics.stderr
+    if stderr is not None and (diagnostics.stream_ended or stderr.closed.is_set()):
+        return Failure.EXITED
+    if isinstance(leaf, httpx2.SSEError):
+        return Failure.NOT_MCP  # an answer, but no event stream
+    if isinstance(leaf, httpx2.TransportError):
+        refused = _network_errno(leaf) == errno.ECONNREFUSED
+        return Failure.REFUSED if refused else Failure.UNREACHABLE
+    if isinstance(leaf, MCPError) and leaf.code in _NOT_MCP_CODES:
+        return Failure.NOT_MCP
+    if isinstance(leaf, MCPError) and leaf.code != CONNECTION_CLOSED:
+        return Failure.SERVER_ERROR
+    if diagnostics.http_answered:
+        return Failure.NOT_MCP
+    return Failure.OTHER

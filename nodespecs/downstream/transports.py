@@ -46,7 +46,7 @@ from nodespecs.downstream.call_lineage import carry_lineage
 from nodespecs.downstream.connection import Connection
 from nodespecs.downstream.diagnostics import EXIT_MARK, Diagnostics, StderrTail
 from nodespecs.downstream.egress import CheckedTransport, EgressPolicy
-from nodespecs.downstream.errors import STDERR_SETTLE_SECONDS, DownstreamError
+from nodespecs.downstream.errors import STDERR_SETTLE_SECONDS, CommandUnavailable
 from nodespecs.downstream.limits import count_as_it_arrives, message_limit
 from nodespecs.downstream.process_rights import command_refusal
 from nodespecs.downstream.stdio import stdio_transport
@@ -108,19 +108,19 @@ def _resolve_command(connection: Connection) -> str:
     # PROVIDER_ALLOWED_COMMANDS does not start either.
     refusal = command_refusal(command, [name for name, _ in connection.env])
     if refusal is not None:
-        raise DownstreamError(f"{connection.describe()} cannot start: {refusal}")
+        raise CommandUnavailable(f"{connection.describe()} cannot start: {refusal}", refused=True)
     if os.sep in command:
         path = os.path.join(connection.cwd or os.getcwd(), command)
         if os.path.isfile(path) and os.access(path, os.X_OK):
             return path
-        raise DownstreamError(
+        raise CommandUnavailable(
             f"{connection.describe()} cannot start: {path} is not an executable file. "
             "Check the provider's command and working directory."
         )
     search_path = dict(connection.env).get("PATH") or os.environ.get("PATH", os.defpath)
     found = shutil.which(command, path=search_path)
     if found is None:
-        raise DownstreamError(
+        raise CommandUnavailable(
             f"{connection.describe()} cannot start: command {command!r} was not found on PATH "
             f"({search_path}). Install it, or give its full path as the provider's command."
         )
