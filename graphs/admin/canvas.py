@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from django.contrib.admin import ModelAdmin
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -24,9 +25,6 @@ from graphs.authoring.validation import MAX_DEFINITION_BYTES
 from graphs.models import Workflow, WorkflowGroup
 from nodespecs.admin.audit import admin_user
 from nodespecs.callers import Caller, caller_user
-
-if TYPE_CHECKING:
-    from graphs.admin.workflows import WorkflowAdmin
 
 # A request holds the definition once, as YAML or JSON, and a little more.
 MAX_REQUEST_BYTES = 2 * MAX_DEFINITION_BYTES
@@ -45,7 +43,7 @@ class Forbidden(Exception):
 NOT_ALLOWED = "You may not change workflows: ask for the change permission."
 
 
-def canvas_urls(admin: WorkflowAdmin) -> list[Any]:
+def canvas_urls(admin: ModelAdmin[Workflow]) -> list[Any]:
     """The editor's URLs, each behind the admin's sign-in and CSRF check."""
     views = CanvasViews(admin)
     site = admin.admin_site
@@ -122,9 +120,9 @@ def _number(body: dict[str, Any], key: str) -> int | None:
 
 
 class CanvasViews:
-    """The views of one WorkflowAdmin's editor: its permissions decide who may do what."""
+    """The views of the workflow admin's editor: its permissions decide who may do what."""
 
-    def __init__(self, admin: WorkflowAdmin) -> None:
+    def __init__(self, admin: ModelAdmin[Workflow]) -> None:
         self.admin = admin
 
     def _answer(

@@ -15,29 +15,9 @@ from playwright.sync_api import Page, expect
 from graphs.authoring.files import graph_import
 from graphs.models import Run, Workflow
 from nodespecs.callers import caller_command
-from tests.peers import npx_offline_env, require_npm_server
+from tests.peers import FILESYSTEM_PROVIDER_GRAPH, npx_offline_env, require_npm_server
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
-
-# What an operator registered: the filesystem server on the folder to count, its tools
-# refreshed into TOOL specs the palette searches.
-PROVIDER_GRAPH = """
-version: "1.0"
-server: {{name: "fsProvider", version: "1.0.0"}}
-mcpServers:
-  filesystem:
-    command: npx
-    args: ["-y", "@modelcontextprotocol/server-filesystem", {folder}]
-tools:
-  - name: fs_roots
-    description: The folders the filesystem server may read.
-    inputSchema: {{type: object}}
-    nodes:
-      - {{id: entry, type: entry, next: roots}}
-      - {{id: roots, type: mcp, server: filesystem, tool: list_allowed_directories, args: {{}},
-          next: exit}}
-      - {{id: exit, type: exit}}
-"""
 
 INPUT_SCHEMA = {
     "type": "object",
@@ -59,7 +39,7 @@ def counting(tmp_path, monkeypatch):
     folder.mkdir()
     for name in ("a.txt", "b.txt", "c.md"):
         (folder / name).write_text(name)
-    text = PROVIDER_GRAPH.format(folder=json.dumps(str(folder)))
+    text = FILESYSTEM_PROVIDER_GRAPH.format(folder=json.dumps(str(folder)))
     graph_import(text=text, caller=caller_command("test"))
     call_command("refresh_providers", "filesystem", stdout=io.StringIO())
     return folder

@@ -19,28 +19,9 @@ import pytest
 
 from tests.e2e.conftest import LiveServer, _manage, start_server
 from tests.e2e.test_mcp_client import connect, run
-from tests.peers import npx_offline_env, require_npm_server
+from tests.peers import FILESYSTEM_PROVIDER_GRAPH, npx_offline_env, require_npm_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
-
-# What the operator imports: the filesystem server, started on the folder to count.
-PROVIDER_GRAPH = """
-version: "1.0"
-server: {{name: "fsProvider", version: "1.0.0"}}
-mcpServers:
-  filesystem:
-    command: npx
-    args: ["-y", "@modelcontextprotocol/server-filesystem", {folder}]
-tools:
-  - name: fs_roots
-    description: The folders the filesystem server may read.
-    inputSchema: {{type: object}}
-    nodes:
-      - {{id: entry, type: entry, next: roots}}
-      - {{id: roots, type: mcp, server: filesystem, tool: list_allowed_directories, args: {{}},
-          next: exit}}
-      - {{id: exit, type: exit}}
-"""
 
 
 def broken_count_files(name: str) -> dict:
@@ -98,7 +79,7 @@ def builder_server(tmp_path_factory) -> Iterator[tuple[LiveServer, Path]]:
         (counting / name).write_text(name)
     (counting / "nested").mkdir()
     graph = tmp / "provider.yaml"
-    graph.write_text(PROVIDER_GRAPH.format(folder=json.dumps(str(counting))))
+    graph.write_text(FILESYSTEM_PROVIDER_GRAPH.format(folder=json.dumps(str(counting))))
     for name, value in npx_offline_env().items():
         os.environ.setdefault(name, value)
     (tmp / "server").mkdir()

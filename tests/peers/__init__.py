@@ -72,6 +72,27 @@ def npx_offline_env() -> dict[str, str]:
     return {"npm_config_cache": str(PEERS_HOME / "npm-cache"), "npm_config_offline": "true"}
 
 
+# An operator's graph file registering the filesystem server on one folder (its tools become
+# TOOL specs once refreshed): `FILESYSTEM_PROVIDER_GRAPH.format(folder=json.dumps(path))`.
+FILESYSTEM_PROVIDER_GRAPH = """
+version: "1.0"
+server: {{name: "fsProvider", version: "1.0.0"}}
+mcpServers:
+  filesystem:
+    command: npx
+    args: ["-y", "@modelcontextprotocol/server-filesystem", {folder}]
+tools:
+  - name: fs_roots
+    description: The folders the filesystem server may read.
+    inputSchema: {{type: object}}
+    nodes:
+      - {{id: entry, type: entry, next: roots}}
+      - {{id: roots, type: mcp, server: filesystem, tool: list_allowed_directories, args: {{}},
+          next: exit}}
+      - {{id: exit, type: exit}}
+"""
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
