@@ -27,7 +27,12 @@ class RpcError(Exception):
 
 
 class Forbidden(RpcError):
-    """The caller lacks the scope a method or tool needs (HTTP 403)."""
+    """The caller lacks `scope`, which a method or tool needs (HTTP 403, with a challenge
+    naming the scope where the transport is HTTP)."""
+
+    def __init__(self, code: int, message: str, *, scope: str):
+        super().__init__(code, message)
+        self.scope = scope
 
 
 # What a database or cache that does not answer raises (down, restarting, a lock held too

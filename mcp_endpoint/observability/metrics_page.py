@@ -12,7 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.registry import Collector
 
 from graphs.execution.telemetry import RunQueueCollector
-from mcp_endpoint.access.auth import REALM, Refusal, admit, presented_key
+from mcp_endpoint.access.auth import REALM, Refusal, admit, presented_key, scope_refusal
 from mcp_endpoint.access.client_addresses import allow_listed
 from mcp_endpoint.models import Scope
 from nodespecs import telemetry
@@ -37,11 +37,10 @@ def metrics_refusal(headers: Mapping[str, str], address: str) -> Refusal | None:
     if isinstance(caller, Refusal):
         return caller
     if not caller.has_scope(Scope.METRICS_READ):
-        return Refusal(
-            403,
+        return scope_refusal(
+            Scope.METRICS_READ,
             "Forbidden: /metrics needs the scope metrics:read, which this key does not have "
             "(or a client address in METRICS_ALLOWED_ADDRESSES).",
-            {},
         )
     return None
 

@@ -425,6 +425,7 @@ def _check_scope(method: str, caller: Caller) -> None:
             types.INVALID_REQUEST,
             f"Forbidden: {method} needs the scope {scope}, which this caller does not have. "
             "Use an API key with that scope (ask an administrator for one).",
+            scope=scope,
         )
 
 

@@ -277,6 +277,7 @@ def _check_tool_scope(name: str, scope: str, context: CallContext) -> None:
             types.INVALID_REQUEST,
             f"Forbidden: tools/call of {name} needs the scope {scope}, which this caller does not "
             "have. Use an API key with that scope (ask an administrator for one).",
+            scope=scope,
         )
 
 
@@ -399,6 +400,7 @@ def _read_resource(params: types.ReadResourceRequestParams, context: CallContext
             types.INVALID_REQUEST,
             f"Forbidden: resources/read of {params.uri[:100]!r} needs the scope {scope}, which "
             "this caller does not have. Use an API key with that scope (ask an administrator).",
+            scope=scope,
         )
     try:
         return resources.read(params.uri)

@@ -26,6 +26,7 @@ from ninja.errors import HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from pydantic import Field
 
+from mcp_endpoint.access.auth import scope_refusal
 from mcp_endpoint.access.client_addresses import allow_listed
 from mcp_endpoint.calls.workflow_answers import RUN_ID_META
 from mcp_endpoint.features.tools import TOOLS
@@ -223,8 +224,13 @@ def _invoke(
     )
     reply = execute(request)
     if isinstance(reply, Refused):
-        # A tool that needs a scope beyond tools:execute names it: 403; anything else 422.
-        raise ApiRefusal(403 if isinstance(reply.error, Forbidden) else 422, reply.error.message)
+        # A tool that needs a scope beyond tools:execute names it: 403 with the challenge that
+        # names it; anything else 422.
+        error = reply.error
+        if isinstance(error, Forbidden):
+            refusal = scope_refusal(error.scope, error.message)
+            raise ApiRefusal(refusal.status, refusal.message, refusal.headers)
+        raise ApiRefusal(422, error.message)
     message = async_to_sync(final)(reply, REQUEST_THREADS)
     if "error" in message:
         raise ApiRefusal(422, message["error"]["message"])

@@ -9,7 +9,7 @@ from django.http import HttpRequest
 from ninja import Schema
 from pydantic import Field
 
-from mcp_endpoint.access.auth import Refusal, admit
+from mcp_endpoint.access.auth import Refusal, admit, scope_refusal
 from mcp_endpoint.observability import request_metrics
 from nodespecs.callers import Caller
 
@@ -54,5 +54,6 @@ def rest_caller(request: HttpRequest, scope: str) -> Caller:
         raise ApiRefusal(caller.status, caller.message, caller.headers)
     request_metrics.rest_note(request, key=caller.actor)
     if not caller.has_scope(scope):
-        raise ApiRefusal(403, f"Forbidden: this endpoint needs the scope {scope}.")
+        refusal = scope_refusal(scope, f"Forbidden: this endpoint needs the scope {scope}.")
+        raise ApiRefusal(refusal.status, refusal.message, refusal.headers)
     return caller

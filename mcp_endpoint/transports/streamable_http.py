@@ -24,6 +24,7 @@ from mcp.shared import inbound as envelope
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from graphs.execution.toolset import workflow_server
+from mcp_endpoint.access.auth import scope_challenge, scope_refusal
 from mcp_endpoint.calls import task_extension, workflow_answers
 from mcp_endpoint.jsonrpc.errors import Forbidden, RpcError
 from mcp_endpoint.models import Scope
@@ -78,10 +79,13 @@ def _answer_of(reply: Reply, headers: Mapping[str, str], extra_headers: dict[str
 
 def _refusal(refused: Refused, status: int, headers: dict[str, str] | None = None) -> Outbound:
     """A request the core refused, as a JSON-RPC error with `status` (403 for a missing
-    scope, whatever the era)."""
+    scope, whatever the era, with the `insufficient_scope` challenge that names it)."""
     error = refused.error
+    if isinstance(error, Forbidden):
+        status = 403
+        headers = {**(headers or {}), **scope_challenge(error.scope, error.message)}
     return error_outbound(
-        403 if isinstance(error, Forbidden) else status,
+        status,
         error.code,
         error.message,
         request_id=refused.request_id,
@@ -445,12 +449,16 @@ def _session_stream(inbound: Inbound, headers: dict[str, str]) -> Answer:
             headers=headers,
         )
     if not inbound.caller.has_scope(Scope.TOOLS_READ):
-        return error_outbound(
-            403,
-            types.INVALID_REQUEST,
+        refusal = scope_refusal(
+            Scope.TOOLS_READ,
             "Forbidden: a session's GET stream carries tool-list changes, which need the scope "
             "tools:read; this key does not have it.",
-            headers=headers,
+        )
+        return error_outbound(
+            refusal.status,
+            types.INVALID_REQUEST,
+            refusal.message,
+            headers={**headers, **refusal.headers},
         )
     lease = list_changes.lease_stream(inbound.caller.actor)
     if isinstance(lease, str):
