@@ -3,7 +3,7 @@
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponseRedirect
 from django.templatetags.static import static
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
 from mcp_endpoint.rest.api import api
@@ -19,12 +19,26 @@ def favicon(request: HttpRequest) -> HttpResponseRedirect:
     return HttpResponseRedirect(static("graphs/favicon.svg"))
 
 
+# Where clients that follow the MCP authorization spec look for OAuth (RFC 9728, RFC 8414,
+# OpenID discovery, each with or without a path suffix such as /mcp/<slug>; RFC 7591
+# registration; the 2025-03-26 default endpoints): a JSON 404 saying this server takes API keys.
+OAUTH_DISCOVERY = (
+    r"^(?:\.well-known/(?:oauth-protected-resource|oauth-authorization-server"
+    r"|openid-configuration)|register|authorize|token)(?:/.*)?$"
+)
+# Any other path under the prefixes MCP clients try: a JSON 404, never an HTML page.
+MCP_CLIENT_PREFIXES = r"^(?:\.well-known|sse|messages)(?:/.*)?$"
+
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("favicon.ico", favicon),
     path("admin/", admin.site.urls),
     path("mcp", mcp_views.mcp, name="mcp"),
-    path("mcp/<str:group>", mcp_views.mcp, name="mcp-group"),
+    # Any path below /mcp/ is a group's endpoint, as under uvicorn (config/asgi.py): an unknown
+    # one, /mcp/a/b included, is the endpoint's JSON-RPC 404.
+    re_path(r"^mcp/(?P<group>.*)$", mcp_views.mcp, name="mcp-group"),
+    re_path(OAUTH_DISCOVERY, mcp_views.oauth_discovery),
+    re_path(MCP_CLIENT_PREFIXES, mcp_views.not_found),
     path("api/v1/", api.urls),
     path("metrics", mcp_views.metrics, name="metrics"),
     path("", include("graphs.urls")),
