@@ -64,6 +64,9 @@
   var graph = cytoscape({
     container: $("canvas-graph"),
     minZoom: 0.2,
+    // What is selected is the editor's (state.selected), shown by the class `chosen`: the
+    // library's own selection would also mark the node a connection was clicked to.
+    autounselectify: true,
     maxZoom: 3,
     style: [
       { selector: "node", style: {
@@ -85,7 +88,7 @@
       } },
       { selector: "node.has-warning", style: { "border-color": "#b26a00", "border-width": 3, "border-style": "dashed" } },
       { selector: "node.has-error", style: { "border-color": "#ba2121", "border-width": 4, "border-style": "solid" } },
-      { selector: "node:selected", style: { "overlay-color": "#417690", "overlay-opacity": 0.18, "overlay-padding": 6 } },
+      { selector: "node.chosen", style: { "overlay-color": "#417690", "overlay-opacity": 0.18, "overlay-padding": 6 } },
       { selector: "node.connect-from", style: { "border-color": "#0b57d0", "border-width": 4 } },
       { selector: "edge", style: {
         width: 1.8, "curve-style": "bezier", "target-arrow-shape": "triangle",
@@ -93,7 +96,7 @@
         "font-size": 10, "text-background-color": "#fff", "text-background-opacity": 1,
         "text-background-padding": 2,
       } },
-      { selector: "edge:selected", style: { "line-color": "#0b57d0", "target-arrow-color": "#0b57d0", width: 3 } },
+      { selector: "edge.chosen", style: { "line-color": "#0b57d0", "target-arrow-color": "#0b57d0", width: 3 } },
     ],
   });
 
@@ -161,8 +164,8 @@
   }
 
   function selectDrawn() {
-    graph.elements().unselect();
-    if (state.selected) graph.getElementById("n:" + state.selected).select();
+    graph.elements().removeClass("chosen");
+    if (state.selected) graph.getElementById("n:" + state.selected).addClass("chosen");
   }
 
   graph.on("dragfree", "node", function () { state.moved = true; });
@@ -182,6 +185,8 @@
   });
   graph.on("tap", "edge", function (event) {
     state.selectedEdge = { source: event.target.data("sourceId"), field: event.target.data("field") };
+    graph.elements().removeClass("chosen");
+    event.target.addClass("chosen");
     say("Edge " + state.selectedEdge.source + " → " + event.target.target().data("nodeId") +
       " selected: press Delete or use “Remove edge” to remove it.");
   });
