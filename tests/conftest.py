@@ -8,6 +8,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import threading
 from datetime import timedelta
 from pathlib import Path
 
@@ -114,6 +115,21 @@ def loops(db):
 def _fast_password_hashing(settings):
     """The user fixtures set passwords; the production hasher would cost ~0.5 s per user."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _provider_refreshes_ended():
+    """No refresh a provider's save started outlives its test: it holds a database connection
+    while it waits on its server, and one still open when the run ends stops the test
+    database from being dropped (seen on PostgreSQL); it could also write into the next test."""
+    yield
+    from nodespecs.providers.refreshing import THREAD_NAME_PREFIX
+
+    for thread in threading.enumerate():
+        if thread.name.startswith(THREAD_NAME_PREFIX):
+            thread.join(timeout=60)
+            if thread.is_alive():
+                pytest.fail(f"{thread.name} still runs 60 s after its test ended")
 
 
 @pytest.fixture(autouse=True)

@@ -40,6 +40,9 @@ _locks_guard = threading.Lock()
 
 REFRESHING = Provider.RefreshState.REFRESHING
 
+#: How the threads that refresh a provider after a save are named (tests wait for them).
+THREAD_NAME_PREFIX = "provider-refresh-"
+
 
 def provider_refresh_after_save(*, provider: Provider, actor: str, wait_seconds: float) -> bool:
     """Refresh the tools of `provider` (just saved, in the current transaction) once that
@@ -65,7 +68,7 @@ def _start(*, provider_id: int, actor: str, wait_seconds: float) -> None:
     thread = threading.Thread(
         target=_refresh,
         kwargs={"provider_id": provider_id, "actor": actor},
-        name=f"provider-refresh-{provider_id}",
+        name=f"{THREAD_NAME_PREFIX}{provider_id}",
         daemon=True,
     )
     thread.start()
