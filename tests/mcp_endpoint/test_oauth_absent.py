@@ -104,13 +104,13 @@ def test_each_oauth_url_is_a_json_404_saying_how_to_send_an_api_key(client, sett
 @pytest.mark.parametrize(
     "path", ["/.well-known/oauth-protected-resource/mcp", "/.well-known/openid-configuration"]
 )
-def test_under_uvicorn_the_oauth_urls_answer_the_same(settings, path):
+def test_under_uvicorn_the_oauth_urls_answer_the_same(settings, path, worker_thread):
     settings.DEBUG = True
     status, content_type, body = async_to_sync(asgi_request)("GET", path)
     assert_oauth_absent(status, content_type, body, path)
 
 
-def test_under_uvicorn_a_client_registering_is_told_the_same(settings):
+def test_under_uvicorn_a_client_registering_is_told_the_same(settings, worker_thread):
     settings.DEBUG = True
     status, content_type, body = async_to_sync(asgi_request)("POST", "/register")
     assert_oauth_absent(status, content_type, body, "/register")
@@ -148,7 +148,7 @@ def test_other_paths_mcp_clients_try_answer_json_where_django_serves_them(client
 
 
 @pytest.mark.parametrize("path", ["/mcp/x/y", "/sse/x", "/.well-known/x"])
-def test_under_uvicorn_unknown_paths_answer_json_too(settings, path):
+def test_under_uvicorn_unknown_paths_answer_json_too(settings, path, worker_thread):
     settings.DEBUG = True
     headers = {"Authorization": f"Bearer {make_key()}", "Accept": BOTH}
     status, content_type, body = async_to_sync(asgi_request)("POST", path, headers)
