@@ -102,6 +102,17 @@ def test_an_author_builds_count_files_on_the_canvas(signed_in, live_server, coun
     # Its `path` argument: a JSONata expression picked from what reaches the node.
     click_node(page, "list_directory_node")
     arg = page.locator(".canvas-panel fieldset.arg[data-arg=path]")
+
+    # Another tool for the node, from those the search found, and back: its form follows.
+    page.locator(".canvas-panel select.tool-change").select_option(
+        label="read_text_file on filesystem"
+    )
+    expect(page.locator(".canvas-panel .tool-name")).to_contain_text("read_text_file")
+    expect(page.locator(".canvas-panel fieldset.arg[data-arg=head]")).to_be_visible()
+    page.locator(".canvas-panel select.tool-change").select_option(
+        label="list_directory on filesystem"
+    )
+    expect(page.locator(".canvas-panel fieldset.arg[data-arg=head]")).to_have_count(0)
     arg.locator("select").first.select_option("expression")
     picker = arg.locator("select.offered-picker")
     expect(picker.locator("option[value='$.entry.directory']")).to_have_count(1)

@@ -267,6 +267,8 @@
       offered: state.offered,
       toolSchema: key ? (known === undefined ? undefined : known ? known.inputSchema || { type: "object" } : null) : null,
       toolDescription: known ? known.description : "",
+      toolChoices: Object.keys(state.tools).map(function (found) { return state.tools[found]; })
+        .filter(Boolean),
       changed: changed,
       select: function (id) { state.selected = id; },
     });

@@ -466,6 +466,27 @@
     ]);
   }
 
+  // Another tool for an mcp node: one of those the palette's searches found. The args that
+  // the new tool's inputSchema also has are kept; validation names the rest.
+  function toolChoice(node, context) {
+    var id = fieldId();
+    var select = element("select", { id: id, class: "tool-change", onchange: function () {
+      var chosen = context.toolChoices[Number(select.value)];
+      if (!chosen) return;
+      node.server = chosen.server;
+      node.tool = chosen.tool;
+      context.changed({ shape: true, panel: true });
+    } });
+    select.appendChild(element("option", { value: "", text: "(search the palette to list more)" }));
+    context.toolChoices.forEach(function (tool, index) {
+      if (tool.server === node.server && tool.tool === node.tool) return;
+      select.appendChild(element("option", { value: String(index), text: tool.tool + " on " + tool.server }));
+    });
+    return element("div", { class: "panel-field inline" }, [
+      element("label", { for: id, text: "Call another tool" }), select,
+    ]);
+  }
+
   // With no node selected: the workflow's own description and schemas.
   function workflowForm(container, context) {
     var tool = model.tool(context.doc);
@@ -516,6 +537,7 @@
       container.appendChild(element("p", { class: "tool-name" }, [
         element("strong", { text: node.tool }), document.createTextNode(" on " + node.server),
       ]));
+      container.appendChild(toolChoice(node, context));
       if (context.toolDescription) container.appendChild(element("p", { class: "help", text: context.toolDescription }));
       container.appendChild(element("h3", { text: "Arguments" }));
       container.appendChild(argsForm(node, context));
