@@ -101,12 +101,10 @@ def _body(request: HttpRequest) -> dict[str, Any]:
     return body
 
 
-def _text(body: dict[str, Any], key: str, *, required: bool = False) -> str | None:
+def _text(body: dict[str, Any], key: str) -> str | None:
     value = body.get(key)
-    if value is None and not required:
-        return None
-    if not isinstance(value, str) or (required and not value):
-        raise BadRequest(f"`{key}` must be a string{' and is required' if required else ''}.")
+    if value is not None and not isinstance(value, str):
+        raise BadRequest(f"`{key}` must be a string.")
     return value
 
 

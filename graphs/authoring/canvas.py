@@ -103,8 +103,9 @@ def canvas_tools(
             hits = search_nodes(query, max_results=MAX_TOOLS_FOUND, type_filter="TOOL")
         except KnowledgeError as exc:
             raise DraftRefused(str(exc)) from None
-        by_subtype = {spec.subtype: spec for spec in specs.filter(subtype__in=_subtypes(hits))}
-        found = [by_subtype[subtype] for subtype in _subtypes(hits) if subtype in by_subtype]
+        ranked = [str(hit["subtype"]) for hit in hits]
+        by_subtype = {spec.subtype: spec for spec in specs.filter(subtype__in=ranked)}
+        found = [by_subtype[subtype] for subtype in ranked if subtype in by_subtype]
     return [
         {
             "server": spec.provider.name if spec.provider else "",
@@ -116,10 +117,6 @@ def canvas_tools(
         }
         for spec in found
     ]
-
-
-def _subtypes(hits: list[dict[str, Any]]) -> list[str]:
-    return [str(hit["subtype"]) for hit in hits]
 
 
 def canvas_diff(name: str, earlier: int, later: int) -> dict[str, Any]:
