@@ -104,6 +104,9 @@ INSTALLED_APPS = [
     # The spec admin's structured editor (nodespecs/admin/forms.py): its template and its React
     # bundle, served from the package's static files.
     "django_jsonform",
+    # OAuth 2.1 beside API keys: the authorization server's models, admin and views
+    # (mcp_endpoint/oauth).
+    "oauth2_provider",
 ]
 
 MIDDLEWARE = [
@@ -580,3 +583,63 @@ PUBLIC_URL = os.environ.get("PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 # How long a test run may stay paused at a breakpoint (graphs/execution/resuming/breakpoints.py):
 # then it ends cancelled, saying it expired, so a forgotten debugging session keeps nothing.
 GRAPHS_BREAKPOINT_EXPIRY_SECONDS = env_seconds("GRAPHS_BREAKPOINT_EXPIRY_SECONDS", 3600.0)
+
+# OAuth 2.1 beside API keys (docs/mcp.md, "Connecting with OAuth"). On, this service is the
+# authorization server MCP clients that follow the MCP authorization spec discover and sign in
+# through; off, its discovery URLs answer a JSON 404 that says how to send an API key.
+OAUTH_ENABLED = env_bool("OAUTH_ENABLED", default=True)
+# RFC 7591 Dynamic Client Registration (POST /register), which older clients need: anyone may
+# register a client (it gets nothing until a person consents), so an operator may turn it off.
+OAUTH_DYNAMIC_REGISTRATION = env_bool("OAUTH_DYNAMIC_REGISTRATION", default=True)
+# Client ID Metadata Documents: a client_id that is an HTTPS URL whose JSON this server fetches
+# (public addresses only, bounded in size and time, cached).
+OAUTH_CLIENT_METADATA_DOCUMENTS = env_bool("OAUTH_CLIENT_METADATA_DOCUMENTS", default=True)
+# An external authorization server (single sign-on) instead of this one: its issuer URL. Set,
+# this service takes the JWT access tokens (RFC 9068) that issuer signs, for its own resources
+# only (the audience), and offers no authorization server of its own.
+OAUTH_EXTERNAL_ISSUER = os.environ.get("OAUTH_EXTERNAL_ISSUER", "").strip().rstrip("/")
+OAUTH_ACCESS_TOKEN_SECONDS = env_count("OAUTH_ACCESS_TOKEN_SECONDS", 3600)
+# A refresh token unused this long expires (the user signs in again); each use rotates it.
+OAUTH_REFRESH_TOKEN_SECONDS = env_count("OAUTH_REFRESH_TOKEN_SECONDS", 30 * 24 * 3600)
+# Where the consent page sends a person who is not signed in.
+LOGIN_URL = "oauth-sign-in"
+OAUTH2_PROVIDER = {
+    "SCOPES_BACKEND_CLASS": "mcp_endpoint.oauth.scopes_backend.ScopesBackend",
+    "OAUTH2_VALIDATOR_CLASS": "mcp_endpoint.oauth.validator.Validator",
+    "PKCE_REQUIRED": True,
+    "ACCESS_TOKEN_EXPIRE_SECONDS": OAUTH_ACCESS_TOKEN_SECONDS,
+    "REFRESH_TOKEN_EXPIRE_SECONDS": OAUTH_REFRESH_TOKEN_SECONDS,
+    "AUTHORIZATION_CODE_EXPIRE_SECONDS": 60,
+    "ROTATE_REFRESH_TOKEN": True,
+    # A refresh token used twice revokes every token of its family (RFC 9700, 4.14.2).
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    # OAuth 2.1: the authorization code with PKCE S256 and refresh tokens, nothing else.
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+    "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
+    "COMPLIANT_BCP_RFC9700_REDIRECT_URI_SCHEME": True,
+    "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
+    "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
+    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
+    # Public clients (desktop apps, the Inspector, mcp-remote) authenticate with PKCE alone.
+    "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": [
+        "none",
+        "client_secret_post",
+        "client_secret_basic",
+    ],
+    # Native clients listen on a loopback port of their choosing (RFC 8252, 7.3).
+    "ALLOW_LOCALHOST_LOOPBACK": True,
+    "ALLOWED_REDIRECT_URI_SCHEMES": ["https", "http"],
+    "REQUEST_APPROVAL_PROMPT": "force",
+    "DCR_ENABLED": OAUTH_DYNAMIC_REGISTRATION,
+    "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
+    "CIMD_ENABLED": OAUTH_CLIENT_METADATA_DOCUMENTS,
+    "CIMD_FETCH_TIMEOUT_SECONDS": 5,
+    "CIMD_MAX_DOCUMENT_SIZE": 16 * 1024,
+    "OAUTH2_PROTECTED_RESOURCE_NAME": "Switchyard",
+}

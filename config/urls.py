@@ -6,6 +6,7 @@ from django.templatetags.static import static
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
+from mcp_endpoint.oauth import views as oauth_views
 from mcp_endpoint.rest.api import api
 from mcp_endpoint.transports import views as mcp_views
 
@@ -19,9 +20,9 @@ def favicon(request: HttpRequest) -> HttpResponseRedirect:
     return HttpResponseRedirect(static("graphs/favicon.svg"))
 
 
-# Where clients that follow the MCP authorization spec look for OAuth (RFC 9728, RFC 8414,
-# OpenID discovery, each with or without a path suffix such as /mcp/<slug>; RFC 7591
-# registration; the 2025-03-26 default endpoints): a JSON 404 saying this server takes API keys.
+# Where clients that follow the MCP authorization spec look for OAuth and that the OAuth routes
+# above do not serve (OpenID discovery; any other method or suffix): a JSON 404, saying this
+# server takes API keys when OAuth is off.
 OAUTH_DISCOVERY = (
     r"^(?:\.well-known/(?:oauth-protected-resource|oauth-authorization-server"
     r"|openid-configuration)|register|authorize|token)(?:/.*)?$"
@@ -37,6 +38,14 @@ urlpatterns = [
     # Any path below /mcp/ is a group's endpoint, as under uvicorn (config/asgi.py): an unknown
     # one, /mcp/a/b included, is the endpoint's JSON-RPC 404.
     re_path(r"^mcp/(?P<group>.*)$", mcp_views.mcp, name="mcp-group"),
+    path("", include("mcp_endpoint.oauth.urls")),
+    path("oauth/sign-in", oauth_views.SignInView.as_view(), name="oauth-sign-in"),
+    path("oauth/connections", oauth_views.connections, name="oauth-connections"),
+    path(
+        "oauth/connections/<int:application_id>/revoke",
+        oauth_views.disconnect,
+        name="oauth-disconnect",
+    ),
     re_path(OAUTH_DISCOVERY, mcp_views.oauth_discovery),
     re_path(MCP_CLIENT_PREFIXES, mcp_views.not_found),
     path("api/v1/", api.urls),

@@ -50,6 +50,9 @@ class ApiKey(models.Model):
     class Meta:
         ordering = ["-created_at"]
         verbose_name = "API key"
+        # Connecting an MCP client with OAuth gives it what an API key gives, so the right to
+        # do so sits beside the keys (mcp_endpoint/access/oauth_scopes.py).
+        permissions = [("connect_oauth_clients", "Can connect MCP clients with OAuth")]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"

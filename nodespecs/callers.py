@@ -14,6 +14,27 @@ def actor_user(user: AbstractBaseUser) -> str:
     return user.get_username()
 
 
+# How an OAuth caller is named: "oauth:<user> via <client>". A username holds no space (Django's
+# validator), so the user is what comes before the first OAUTH_CLIENT_SEPARATOR.
+OAUTH_ACTOR_PREFIX = "oauth:"
+OAUTH_CLIENT_SEPARATOR = " via "
+# The longest actor a run records (Run.caller).
+ACTOR_CHARACTERS = 200
+
+
+def actor_oauth(username: str, client_name: str) -> str:
+    """How a client connected with OAuth, acting for `username`, is named in the trail and
+    in the runs it starts: both the person and the client."""
+    return f"{OAUTH_ACTOR_PREFIX}{username}{OAUTH_CLIENT_SEPARATOR}{client_name}"[:ACTOR_CHARACTERS]
+
+
+def oauth_actor_user(actor: str) -> str | None:
+    """The username an OAuth actor (`actor_oauth`) acts for; None for any other actor."""
+    if not actor.startswith(OAUTH_ACTOR_PREFIX) or OAUTH_CLIENT_SEPARATOR not in actor:
+        return None
+    return actor[len(OAUTH_ACTOR_PREFIX) :].split(OAUTH_CLIENT_SEPARATOR, 1)[0]
+
+
 def actor_command(name: str) -> str:
     """How a management command is named in the trail."""
     return f"command:{name}"
@@ -26,8 +47,9 @@ class Caller:
     may make this server start a process (`nodespecs.downstream.process_rights`), and `user` is the
     signed-in user, if any, who authors revisions.
 
-    An API caller (`actor` "key:<prefix>") also carries its key's `scopes` and the user the
-    key acts for (`key_owner_id`, `key_owner_name`); people in the admin and operators'
+    An API caller (`actor` "key:<prefix>", or `actor_oauth` for a client connected with
+    OAuth) also carries its key's or token's `scopes` and the user it acts for
+    (`key_owner_id`, `key_owner_name`); people in the admin and operators'
     commands carry `scopes` None: their rights are Django's permissions and the host's."""
 
     actor: str

@@ -383,6 +383,8 @@ class AuditEvent(models.Model):
         REENCRYPTED = "re-encrypted", "re-encrypted its secrets"
         DECIDED = "decided", "decided a run waiting for approval"
         FORCED = "force-published", "published a version that changes an example's result"
+        GRANTED = "granted", "granted an OAuth client access"
+        RENEWED = "renewed", "renewed an OAuth client's access (refresh token used)"
 
     # A username, "command:<name>" for a management command, or "api-key:<prefix>".
     actor = models.CharField(max_length=150)

@@ -4,6 +4,7 @@ memory) so they hold across instances."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -35,7 +36,10 @@ def rate_limit_hit(*, identity: str, limit: int, now: float | None = None) -> Ra
         return RateDecision(True, 0, 0, 0)
     now = time.time() if now is None else now
     window = int(now // WINDOW_SECONDS)
-    key = f"mcp:rate:{identity}:{window}"
+    # An identity may hold spaces or any character (an OAuth caller names its client): the
+    # cache key carries its digest.
+    digest = hashlib.blake2b(identity.encode(), digest_size=12).hexdigest()
+    key = f"mcp:rate:{digest}:{window}"
     count = _count_in_redis(key) if settings.REDIS_URL else _count_in_cache(key)
     retry_after = max(1, int((window + 1) * WINDOW_SECONDS - now))
     return RateDecision(count <= limit, limit, max(0, limit - count), retry_after)

@@ -12,7 +12,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.registry import Collector
 
 from graphs.execution.telemetry import RunQueueCollector
-from mcp_endpoint.access.auth import REALM, Refusal, admit, presented_key, scope_refusal
+from mcp_endpoint.access.auth import admit, presented_key
+from mcp_endpoint.access.challenges import REALM, Refusal, scope_refusal
 from mcp_endpoint.access.client_addresses import allow_listed
 from mcp_endpoint.models import Scope
 from nodespecs import telemetry

@@ -26,7 +26,7 @@ from ninja.errors import HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from pydantic import Field
 
-from mcp_endpoint.access.auth import scope_refusal
+from mcp_endpoint.access.challenges import scope_refusal
 from mcp_endpoint.access.client_addresses import allow_listed
 from mcp_endpoint.calls.workflow_answers import RUN_ID_META
 from mcp_endpoint.features.tools import TOOLS

@@ -9,7 +9,8 @@ from django.http import HttpRequest
 from ninja import Schema
 from pydantic import Field
 
-from mcp_endpoint.access.auth import Refusal, admit, scope_refusal
+from mcp_endpoint.access.auth import admit
+from mcp_endpoint.access.challenges import Refusal, scope_refusal
 from mcp_endpoint.observability import request_metrics
 from nodespecs.callers import Caller
 

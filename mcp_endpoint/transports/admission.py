@@ -18,8 +18,10 @@ from django.http.request import split_domain_port, validate_host
 from mcp import types
 
 from graphs.execution import toolset
-from mcp_endpoint.access.auth import Refusal, admit, presented_key
+from mcp_endpoint.access.auth import admit, presented_key
+from mcp_endpoint.access.challenges import Refusal
 from mcp_endpoint.access.keys import is_remembered
+from mcp_endpoint.access.oauth_discovery import origin_of, resource_url
 from mcp_endpoint.access.origins import origin_allowed
 from mcp_endpoint.jsonrpc.errors import (
     RETRY_AFTER_SECONDS,
@@ -84,16 +86,19 @@ def admit_request(
     raw_headers: list[tuple[str, str]],
     body: bytes | None,
     client_address: str,
+    scheme: str,
+    path: str,
     host: str | None = None,
     group: str | None = None,
     facts: Facts | None = None,
 ) -> http_messages.Inbound | http_messages.Outbound:
-    """The request, admitted: Host, Origin, body size, API key and rate limit checked, its
-    caller known; or the answer that refuses it. `headers` has lower-cased names; `body` None
-    means it was larger than MCP_MAX_BODY_BYTES and was not read; `host` is given when already
-    validated; `group` is the slug of the workflow group whose endpoint was called
-    (`/mcp/<slug>`); `facts` is the transport's record of what the protocol learns of it, for
-    its telemetry."""
+    """The request, admitted: Host, Origin, body size, API key or OAuth token and rate limit
+    checked, its caller known; or the answer that refuses it. `headers` has lower-cased names;
+    `body` None means it was larger than MCP_MAX_BODY_BYTES and was not read; `scheme` and
+    `path` are where the request came (the protected resource it is for); `host` is given
+    when already validated; `group` is the slug of the workflow group whose endpoint was
+    called (`/mcp/<slug>`); `facts` is the transport's record of what the protocol learns of
+    it, for its telemetry."""
     if host is None:
         host = headers.get("host", "")
         if not _host_allowed(host):
@@ -115,7 +120,7 @@ def admit_request(
             "(MCP_MAX_BODY_BYTES).",
         )
     try:
-        caller = admit(headers, client_address)
+        caller = admit(headers, client_address, resource_url(origin_of(scheme, host), path))
     except unavailable_errors() as exc:
         return unavailable_outbound(exc)
     if isinstance(caller, Refusal):

@@ -135,6 +135,8 @@ def _arguments(scope: Scope, body: bytes | None) -> dict[str, Any]:
         "raw_headers": raw_headers,
         "body": body,
         "client_address": client[0],
+        "scheme": scope.get("scheme", "http"),
+        "path": scope["path"],
     }
 
 

@@ -24,7 +24,7 @@ from mcp.shared import inbound as envelope
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from graphs.execution.toolset import workflow_server
-from mcp_endpoint.access.auth import scope_challenge, scope_refusal
+from mcp_endpoint.access.challenges import scope_challenge, scope_refusal
 from mcp_endpoint.calls import task_extension, workflow_answers
 from mcp_endpoint.jsonrpc.errors import Forbidden, RpcError
 from mcp_endpoint.models import Scope

@@ -82,6 +82,8 @@ async def mcp(
             raw_headers=raw_headers,
             body=body,
             client_address=request.META.get("REMOTE_ADDR", ""),
+            scheme=request.scheme,
+            path=request.path,
             host=request.get_host(),  # validated by Django against ALLOWED_HOSTS
             group=group,
             facts=facts,

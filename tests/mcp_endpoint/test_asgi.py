@@ -44,6 +44,8 @@ def tools_list_arguments(key: str) -> dict:
         "raw_headers": list(headers.items()),
         "body": body,
         "client_address": "127.0.0.1",
+        "scheme": "http",
+        "path": "/mcp",
     }
 
 

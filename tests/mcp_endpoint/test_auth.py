@@ -71,7 +71,11 @@ def test_a_request_without_a_key_is_401_with_a_challenge_and_a_json_rpc_error(cl
 
 
 @BOTH_ERAS
-def test_a_malformed_key_is_401_saying_it_is_malformed(client, send):
+def test_a_malformed_key_is_401_saying_it_is_malformed(client, send, settings):
+    # On an MCP endpoint with OAuth on, a token that is no key may be an access token.
+    response = send(client, "not-a-key")
+    assert_refused(response, 401, "neither a well-formed API key", "sy_<prefix>_<secret>")
+    settings.OAUTH_ENABLED = False
     response = send(client, "not-a-key")
     assert_refused(response, 401, "malformed", "sy_<prefix>_<secret>")
     assert 'error="invalid_token"' in response["WWW-Authenticate"]

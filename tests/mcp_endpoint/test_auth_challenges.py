@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from mcp_endpoint.access import auth
+from mcp_endpoint.access import challenges
 from mcp_endpoint.models import Scope
 from tests.mcp_endpoint.helpers import (
     BOTH,
@@ -24,6 +24,7 @@ from tests.mcp_endpoint.helpers import (
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
 TOOL_CALL = {"name": "get_node_types", "arguments": {}}
+METADATA = "http://testserver/.well-known/oauth-protected-resource/mcp"
 
 # RFC 9110's grammar of a challenge whose parameters are tokens or quoted-strings.
 TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
@@ -52,17 +53,24 @@ def challenge(response) -> dict[str, str]:
     [lambda c, key: modern(c, "tools/list", key=key), lambda c, key: initialize(c, key)],
     ids=["2026-07-28", "2025"],
 )
-def test_401_challenges_no_key_with_the_realm_alone_and_a_bad_key_as_invalid_token(client, send):
+def test_401_challenges_no_key_with_the_metadata_and_a_bad_key_as_invalid_token(client, send):
     missing = send(client, None)
     assert missing.status_code == 401
-    # RFC 6750, 3.1: a request without credentials gets no error code.
-    assert missing["WWW-Authenticate"] == 'Bearer realm="switchyard"'
+    # RFC 6750, 3.1: a request without credentials gets no error code; RFC 9728, 5.1: where
+    # the endpoint's metadata is, and the scopes to ask for.
+    assert challenge(missing) == {
+        "realm": "switchyard",
+        "resource_metadata": METADATA,
+        "scope": "tools:read tools:execute resources:read",
+    }
     assert "'Authorization: Bearer KEY'" in rpc_error(missing)["message"]
+    assert METADATA in rpc_error(missing)["message"]
 
     wrong = send(client, make_key()[:-4] + "abcd")
     assert wrong.status_code == 401
     assert challenge(wrong) == {
         "realm": "switchyard",
+        "resource_metadata": METADATA,
         "error": "invalid_token",
         "error_description": "The API key is not valid.",
     }
@@ -71,6 +79,21 @@ def test_401_challenges_no_key_with_the_realm_alone_and_a_bad_key_as_invalid_tok
     malformed = send(client, "not-a-key")
     assert challenge(malformed)["error"] == "invalid_token"
     assert "sy_<prefix>_<secret>" in challenge(malformed)["error_description"]
+
+
+@pytest.mark.parametrize(
+    "send",
+    [lambda c, key: modern(c, "tools/list", key=key), lambda c, key: initialize(c, key)],
+    ids=["2026-07-28", "2025"],
+)
+def test_with_oauth_off_a_missing_key_gets_the_realm_alone(client, send, settings):
+    settings.OAUTH_ENABLED = False
+    missing = send(client, None)
+    assert missing.status_code == 401
+    assert missing["WWW-Authenticate"] == 'Bearer realm="switchyard"'
+    wrong = send(client, "not-a-key")
+    assert challenge(wrong)["error"] == "invalid_token"
+    assert "resource_metadata" not in challenge(wrong)
 
 
 def test_rest_and_metrics_answer_a_bad_key_with_the_same_challenge(client):
@@ -140,7 +163,7 @@ def test_rest_and_metrics_refuse_a_missing_scope_with_the_challenge(client):
 
 def test_a_challenge_is_a_valid_header_whatever_its_message_holds():
     message = 'Forbidden: "quoted" \\ back\r\nnew line, über ' + "x" * 400
-    header = auth.scope_challenge("tools:execute", message)["WWW-Authenticate"]
+    header = challenges.scope_challenge("tools:execute", message)["WWW-Authenticate"]
     assert CHALLENGE.fullmatch(header), header
     assert header.isascii()
     assert "\n" not in header
@@ -148,4 +171,4 @@ def test_a_challenge_is_a_valid_header_whatever_its_message_holds():
     description = re.search(r'error_description="([^"]*)"', header)
     assert description is not None
     assert description.group(1).startswith("Forbidden: 'quoted' / back  new line, ")
-    assert len(description.group(1)) == auth.DESCRIPTION_CHARACTERS
+    assert len(description.group(1)) == challenges.DESCRIPTION_CHARACTERS

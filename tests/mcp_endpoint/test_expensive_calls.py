@@ -249,6 +249,8 @@ def test_over_the_asgi_app_a_misspelt_name_is_answered_on_a_thread_counted_once(
         "raw_headers": list(headers.items()),
         "body": body,
         "client_address": "127.0.0.1",
+        "scheme": "http",
+        "path": "/mcp",
     }
     refresh_registry()
     refresh_workflow_tools()

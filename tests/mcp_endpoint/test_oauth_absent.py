@@ -16,6 +16,12 @@ from tests.mcp_endpoint.helpers import BOTH, make_key, modern, rpc_error
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
+
+@pytest.fixture(autouse=True)
+def _oauth_off(settings):
+    settings.OAUTH_ENABLED = False
+
+
 OAUTH_URLS = [
     "/.well-known/oauth-protected-resource",
     "/.well-known/oauth-protected-resource/mcp",

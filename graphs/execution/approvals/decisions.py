@@ -24,7 +24,7 @@ from graphs.execution import telemetry
 from graphs.execution.resuming.going_on import go_on, going_on_fields
 from graphs.models import Approval, Run
 from nodespecs.audit import audit_record
-from nodespecs.callers import Caller
+from nodespecs.callers import Caller, oauth_actor_user
 from nodespecs.models import AuditEvent
 
 logger = logging.getLogger(__name__)
@@ -193,7 +193,7 @@ def _may_decide(approval: Approval, decider: Decider, started_by: str) -> None:
         decider.kind != "client"
         and not settings.APPROVAL_ALLOW_SELF_DECISION
         and started_by
-        and started_by in decider.actors
+        and _started_by_decider(started_by, decider)
     ):
         raise DecisionError(
             403,
@@ -201,6 +201,12 @@ def _may_decide(approval: Approval, decider: Decider, started_by: str) -> None:
             "(separation of duties): another reviewer must. An operator may allow it with "
             "APPROVAL_ALLOW_SELF_DECISION=true.",
         )
+
+
+def _started_by_decider(started_by: str, decider: Decider) -> bool:
+    """Whether the run's starter is the decider: one of its actors, or a client connected with
+    OAuth for a user who is (the person decides in the admin, or with a key of theirs)."""
+    return started_by in decider.actors or oauth_actor_user(started_by) in decider.actors
 
 
 def _take(
