@@ -147,6 +147,27 @@ def test_bad_decisions_change_nothing(approvals, decision, decider, form, status
     assert Approval.objects.get(run_id=run_id).decision == ""
 
 
+@pytest.mark.parametrize(
+    "decider",
+    [
+        Decider("user", "7", "alice", frozenset({"alice"})),  # in the admin
+        Decider("api_key", "key:hers", "key:hers (alice)", frozenset({"key:hers", "alice"})),
+    ],
+    ids=["in-the-admin", "with-her-key"],
+)
+def test_a_run_started_with_oauth_is_not_decided_by_its_user(approvals, decider):
+    """The run's caller names the person and the client; the person may not decide it,
+    whichever way they come."""
+    run_id = waiting_run(caller="oauth:alice via Claude")
+    with pytest.raises(DecisionError) as refused:
+        decide(run_id, "approved", decider)
+    assert refused.value.status == 403
+    assert "oauth:alice via Claude" in refused.value.message
+    other = Decider("user", "8", "bob", frozenset({"bob"}))
+    decide(run_id, "approved", other)
+    assert ended(run_id).status == Run.Status.SUCCEEDED
+
+
 def test_a_run_that_does_not_exist_is_404(approvals):
     with pytest.raises(DecisionError) as refused:
         decide(999999, "approved", REVIEWER)

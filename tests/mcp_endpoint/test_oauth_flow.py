@@ -10,6 +10,7 @@ import json
 import pytest
 from oauth2_provider.models import AccessToken, Grant, RefreshToken
 
+from graphs.models import Run
 from nodespecs.models import AuditEvent
 from tests.mcp_endpoint.helpers import modern, rpc_error
 from tests.mcp_endpoint.oauth_helpers import (
@@ -108,6 +109,15 @@ def test_a_client_that_names_no_resource_gets_a_token_for_the_main_endpoint(clie
     answer, _ = tokens_for(client, person(), resource=None)
     assert AccessToken.objects.get(user__isnull=False).resource == [f"{ORIGIN}/mcp"]
     assert call(client, answer["access_token"]).status_code == 200
+
+
+def test_a_run_started_with_a_token_records_the_user_and_the_client(client, loops):
+    answer, _ = tokens_for(client, person())
+    called = modern(
+        client, "tools/call", {"name": "sum_to", "arguments": {"n": 3}}, key=answer["access_token"]
+    )
+    assert called.status_code == 200, called.content
+    assert Run.objects.get().caller == "oauth:alice via Test client"
 
 
 def test_a_call_beyond_the_granted_scopes_is_403_insufficient_scope(client):
@@ -315,3 +325,13 @@ def test_a_person_sees_their_connected_clients_and_revokes_one(client):
     assert RefreshToken.objects.filter(revoked__isnull=True).count() == 0
     assert call(client, answer["access_token"]).status_code == 401
     assert AuditEvent.objects.filter(action=AuditEvent.Action.REVOKED).count() == 1
+
+
+def test_the_admin_lists_clients_and_tokens(client, admin_client):
+    tokens_for(client, person())
+    applications = admin_client.get("/admin/oauth2_provider/application/")
+    assert applications.status_code == 200
+    assert b"Test client" in applications.content
+    tokens = admin_client.get("/admin/oauth2_provider/accesstoken/")
+    assert tokens.status_code == 200
+    assert b"alice" in tokens.content
