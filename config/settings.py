@@ -598,6 +598,38 @@ OAUTH_CLIENT_METADATA_DOCUMENTS = env_bool("OAUTH_CLIENT_METADATA_DOCUMENTS", de
 # this service takes the JWT access tokens (RFC 9068) that issuer signs, for its own resources
 # only (the audience), and offers no authorization server of its own.
 OAUTH_EXTERNAL_ISSUER = os.environ.get("OAUTH_EXTERNAL_ISSUER", "").strip().rstrip("/")
+# Where that issuer publishes its signing keys (a JWKS); empty: the `jwks_uri` of its RFC 8414
+# or OpenID Connect discovery document (mcp_endpoint/access/external_tokens.py).
+OAUTH_EXTERNAL_JWKS_URL = os.environ.get("OAUTH_EXTERNAL_JWKS_URL", "").strip()
+# The `aud` a token must carry; empty: the URL of the MCP endpoint called, so that a token for
+# /mcp/a is refused at /mcp/b. Set it for an issuer that cannot put a URL in `aud` (it then
+# holds for every endpoint alike).
+OAUTH_EXTERNAL_AUDIENCE = os.environ.get("OAUTH_EXTERNAL_AUDIENCE", "").strip()
+# The claim whose value is the username of the local user a token acts for (rights stay
+# here): `sub` unless told; choose one the issuer lets no user change (not a display name).
+OAUTH_EXTERNAL_USERNAME_CLAIM = os.environ.get("OAUTH_EXTERNAL_USERNAME_CLAIM", "sub").strip()
+# The JWT `typ` headers taken: RFC 9068's at+jwt. Issuers that stamp their access tokens
+# plain JWT (Keycloak, Entra ID) need `at+jwt,JWT`; the audience still keeps their ID tokens out.
+OAUTH_EXTERNAL_TOKEN_TYPES = env_list("OAUTH_EXTERNAL_TOKEN_TYPES", "at+jwt")
+# The issuer's keys are fetched again after this long, and when a token names a key not yet
+# seen, at most once per OAUTH_EXTERNAL_JWKS_REFETCH_SECONDS (a spray of made-up key ids
+# must not make this service hammer the issuer).
+OAUTH_EXTERNAL_JWKS_MAX_AGE_SECONDS = env_seconds("OAUTH_EXTERNAL_JWKS_MAX_AGE_SECONDS", 3600)
+OAUTH_EXTERNAL_JWKS_REFETCH_SECONDS = env_seconds("OAUTH_EXTERNAL_JWKS_REFETCH_SECONDS", 60)
+if OAUTH_EXTERNAL_ISSUER and not OAUTH_EXTERNAL_ISSUER.startswith(("https://", "http://")):
+    raise ImproperlyConfigured(
+        f"OAUTH_EXTERNAL_ISSUER={OAUTH_EXTERNAL_ISSUER!r} is not a URL: write the issuer as its "
+        "tokens' iss claim names it, e.g. https://login.example.com/realms/main."
+    )
+if not OAUTH_EXTERNAL_ISSUER and (OAUTH_EXTERNAL_JWKS_URL or OAUTH_EXTERNAL_AUDIENCE):
+    raise ImproperlyConfigured(
+        "OAUTH_EXTERNAL_JWKS_URL or OAUTH_EXTERNAL_AUDIENCE is set without OAUTH_EXTERNAL_ISSUER: "
+        "set OAUTH_EXTERNAL_ISSUER to the issuer URL of your authorization server, or unset them."
+    )
+if not OAUTH_EXTERNAL_USERNAME_CLAIM:
+    raise ImproperlyConfigured(
+        "OAUTH_EXTERNAL_USERNAME_CLAIM is empty: name the claim holding local usernames (sub)."
+    )
 OAUTH_ACCESS_TOKEN_SECONDS = env_count("OAUTH_ACCESS_TOKEN_SECONDS", 3600)
 # A refresh token unused this long expires (the user signs in again); each use rotates it.
 OAUTH_REFRESH_TOKEN_SECONDS = env_count("OAUTH_REFRESH_TOKEN_SECONDS", 30 * 24 * 3600)

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from django.conf import settings
 
 from mcp_endpoint.access.challenges import KEY_HOW, Refusal, challenge
+from mcp_endpoint.access.external_tokens import external_caller
 from mcp_endpoint.access.keys import KEY_MARKER, api_key_authenticate
 from mcp_endpoint.access.oauth_discovery import CHALLENGE_SCOPE, resource_metadata_url
 from mcp_endpoint.access.oauth_tokens import TokenRefused, oauth_caller
@@ -56,6 +57,8 @@ def authenticate(
         problem = result.problem or "The API key is not valid."
     else:
         try:
+            if settings.OAUTH_EXTERNAL_ISSUER:
+                return external_caller(raw, resource)
             return oauth_caller(raw, resource)
         except TokenRefused as refused:
             problem = str(refused)
