@@ -673,5 +673,8 @@ OAUTH2_PROVIDER = {
     "CIMD_ENABLED": OAUTH_CLIENT_METADATA_DOCUMENTS,
     "CIMD_FETCH_TIMEOUT_SECONDS": 5,
     "CIMD_MAX_DOCUMENT_SIZE": 16 * 1024,
+    # Fetched under the egress rule (public addresses, or EGRESS_ALLOWED_NETWORKS), with one
+    # deadline for the whole fetch (mcp_endpoint/oauth/client_documents.py).
+    "CIMD_METADATA_FETCHER": "mcp_endpoint.oauth.client_documents.ClientDocumentFetcher",
     "OAUTH2_PROTECTED_RESOURCE_NAME": "Switchyard",
 }

@@ -56,6 +56,7 @@ from mcp_endpoint.access.oauth_scopes import (
 )
 from mcp_endpoint.access.ratelimit import rate_limit_hit
 from mcp_endpoint.oauth.audit import audit_client_event
+from mcp_endpoint.oauth.client_documents import explain_document_refusal
 from mcp_endpoint.oauth.validator import redirect_uri_problem
 from nodespecs.models import AuditEvent
 
@@ -287,6 +288,15 @@ class ConsentView(AuthorizationView):
                 ),
                 redirect_uri=credentials.get("redirect_uri"),
             )
+
+    # Client ID Metadata Documents (oauth/client_documents.py): the page of a refused URL
+    # client_id, or of a redirect_uri its document does not list, says why.
+    def error_response(
+        self, error: OAuthToolkitError, application: Any, **kwargs: Any
+    ) -> HttpResponse:
+        explain_document_refusal(error.oauthlib_error)
+        response: HttpResponse = super().error_response(error, application, **kwargs)
+        return response
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context: dict[str, Any] = super().get_context_data(**kwargs)
