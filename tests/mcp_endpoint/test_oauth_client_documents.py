@@ -320,6 +320,8 @@ def test_an_exemption_for_another_network_does_not_open_loopback(signed_in, docu
         ("https://10.1.2.3/client.json", "10.1.2.3 is a private address"),
         ("https://[fd12::1]/client.json", "fd12::1 is a private address"),
         ("https://169.254.169.254/latest/client.json", "is a cloud metadata address"),
+        # Azure's WireServer: a public address, which the toolkit's own rule lets through.
+        ("https://168.63.129.16/client.json", "is a cloud metadata address"),
         ("https://[::ffff:127.0.0.1]/client.json", "is a loopback address"),
         ("https://0.0.0.0/client.json", "is an unspecified address"),
     ],
