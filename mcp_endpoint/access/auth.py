@@ -55,6 +55,7 @@ def authenticate(
         if result.key is not None:
             return _caller_of(result.key)
         problem = result.problem or "The API key is not valid."
+        scope = None
     else:
         try:
             if settings.OAUTH_EXTERNAL_ISSUER:
@@ -62,10 +63,15 @@ def authenticate(
             return oauth_caller(raw, resource)
         except TokenRefused as refused:
             problem = str(refused)
+        # What a client signing in again should ask for: without it, clients ask for every
+        # scope the metadata lists (the MCP spec's fallback), which only a superuser may grant.
+        scope = CHALLENGE_SCOPE
     return Refusal(
         401,
         f"Unauthorized: {problem}",
-        challenge(error="invalid_token", description=problem, resource_metadata=metadata),
+        challenge(
+            error="invalid_token", description=problem, resource_metadata=metadata, scope=scope
+        ),
     )
 
 

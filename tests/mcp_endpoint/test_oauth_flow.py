@@ -158,6 +158,8 @@ def test_a_revoked_token_is_refused_at_once_and_the_trail_says_so(client):
     refused = call(client, answer["access_token"])
     assert refused.status_code == 401
     assert "neither a well-formed API key nor" not in rpc_error(refused)["message"]
+    # A client signing in again asks for what the challenge names, not for every scope.
+    assert 'scope="tools:read tools:execute resources:read"' in refused["WWW-Authenticate"]
     assert AuditEvent.objects.filter(action=AuditEvent.Action.REVOKED).count() == 1
 
 
