@@ -1,7 +1,11 @@
 """On a live uvicorn: what the official `mcp` client and an OAuth-minded client meet when a key
-is missing, wrong or lacks a scope, and at the OAuth discovery URLs (no OAuth is offered)."""
+is missing, wrong or lacks a scope, and at the OAuth discovery URLs of a server whose operator
+turned OAuth off (tests/e2e/test_oauth_*_sdk.py sign in where it is on, the default)."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx2
 import pytest
@@ -10,11 +14,21 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation
 
+from tests.e2e.conftest import LiveServer, start_server
 from tests.e2e.test_mcp_client import run
 from tests.mcp_endpoint.test_auth_challenges import CHALLENGE
 from tests.mcp_endpoint.test_oauth_absent import OAUTH_WORDS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+
+@pytest.fixture(scope="module")
+def keys_only(tmp_path_factory) -> Iterator[LiveServer]:
+    """A live server started with OAUTH_ENABLED=false, as an operator who wants API keys alone
+    would start it."""
+    tmp = tmp_path_factory.mktemp("keys-only")
+    with contextmanager(start_server)(tmp, OAUTH_ENABLED="false") as live:
+        yield live
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -52,16 +66,16 @@ def test_a_tool_call_without_its_scope_is_a_403_challenge_naming_the_scope(live_
     assert 'scope="tools:execute"' in header
 
 
-def test_an_oauth_client_is_told_this_server_takes_api_keys(live_mcp):
+def test_with_oauth_off_an_oauth_client_is_told_this_server_takes_api_keys(keys_only):
     """What mcp-remote or the Inspector without a key fetch, in the order they fetch it."""
 
     async def scenario():
         async with httpx2.AsyncClient(timeout=10) as http:
-            started = await http.post(f"{live_mcp.url}/mcp", json={})
+            started = await http.post(f"{keys_only.url}/mcp", json={})
             assert started.status_code == 401
             assert started.headers["www-authenticate"] == 'Bearer realm="switchyard"'
             wrong = await http.post(
-                f"{live_mcp.url}/mcp", json={}, headers={"Authorization": "Bearer sy_x_y"}
+                f"{keys_only.url}/mcp", json={}, headers={"Authorization": "Bearer sy_x_y"}
             )
             assert wrong.status_code == 401
             assert 'error="invalid_token"' in wrong.headers["www-authenticate"]
@@ -71,17 +85,17 @@ def test_an_oauth_client_is_told_this_server_takes_api_keys(live_mcp):
                 "/.well-known/oauth-authorization-server",
                 "/.well-known/openid-configuration",
             ):
-                found = await http.get(f"{live_mcp.url}{path}")
+                found = await http.get(f"{keys_only.url}{path}")
                 assert found.status_code == 404
                 assert found.headers["content-type"] == "application/json"
                 for words in OAUTH_WORDS:
                     assert words in found.json()["error_description"]
             registered = await http.post(
-                f"{live_mcp.url}/register", json={"redirect_uris": ["http://127.0.0.1:1/cb"]}
+                f"{keys_only.url}/register", json={"redirect_uris": ["http://127.0.0.1:1/cb"]}
             )
             assert registered.status_code == 404
             assert registered.json()["error"] == "oauth_not_offered"
-            unknown = await http.get(f"{live_mcp.url}/sse/x")
+            unknown = await http.get(f"{keys_only.url}/sse/x")
             assert unknown.status_code == 404
             assert unknown.headers["content-type"] == "application/json"
 
