@@ -11,6 +11,11 @@ KEY_HOW = (
     "send an API key as 'Authorization: Bearer KEY' (or 'X-API-Key: KEY'). "
     "Keys are created in the admin or with manage.py create_api_key."
 )
+# How a caller gets a scope it lacks, as every refusal for a scope says it.
+SCOPE_HOW = (
+    "Use an API key with that scope (ask an administrator for one), or sign in again with "
+    "OAuth asking for it (your user needs the right behind it)."
+)
 # Longest error_description a challenge carries: the body says the rest.
 DESCRIPTION_CHARACTERS = 300
 

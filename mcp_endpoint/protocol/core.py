@@ -31,6 +31,7 @@ from graphs.engine.nesting import deeper_than
 from graphs.execution import tracing
 from graphs.execution.follow import Threads
 from graphs.execution.toolset import workflow_tools_token
+from mcp_endpoint.access.challenges import SCOPE_HOW
 from mcp_endpoint.calls import task_extension, workflow_calls
 from mcp_endpoint.calls.workflow_calls import WorkflowCall
 from mcp_endpoint.jsonrpc.context import LOG_LEVELS, CallContext
@@ -424,7 +425,7 @@ def _check_scope(method: str, caller: Caller) -> None:
         raise Forbidden(
             types.INVALID_REQUEST,
             f"Forbidden: {method} needs the scope {scope}, which this caller does not have. "
-            "Use an API key with that scope (ask an administrator for one).",
+            f"{SCOPE_HOW}",
             scope=scope,
         )
 

@@ -25,6 +25,7 @@ from graphs.execution.toolset import (
     workflow_tools,
     workflow_tools_token,
 )
+from mcp_endpoint.access.challenges import SCOPE_HOW
 from mcp_endpoint.calls import caller_approvals, task_extension, workflow_answers
 from mcp_endpoint.calls.workflow_calls import WorkflowCall
 from mcp_endpoint.features import extensions, prompts, resources
@@ -276,7 +277,7 @@ def _check_tool_scope(name: str, scope: str, context: CallContext) -> None:
         raise Forbidden(
             types.INVALID_REQUEST,
             f"Forbidden: tools/call of {name} needs the scope {scope}, which this caller does not "
-            "have. Use an API key with that scope (ask an administrator for one).",
+            f"have. {SCOPE_HOW}",
             scope=scope,
         )
 
