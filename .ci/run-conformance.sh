@@ -13,6 +13,10 @@
 #             req:2025-11-25|req:2026-07-28   0.2.0 only: frozen requirement set; exit code counts scored ones only
 #             spec:REV                   active suite filtered to REV and run at REV's wire (0.2.0: 2026-07-28 too)
 #             scenario:NAME              one scenario (combine with spec:… via extra args: -- --spec-version REV)
+#             authorization              the authorization-server scenarios (`conformance authorization`):
+#                                        URL is then the issuer (e.g. http://127.0.0.1:8080); pass
+#                                        -- --client-id ID --resource URL/mcp -p PORT; it prints the
+#                                        authorization URL a person opens, and waits for the callback
 #   Extra args after "--" go to `conformance server` (e.g. --expected-failures baseline.yml, --timeout 60000,
 #   --verbose, --force).
 # Env: CONFORMANCE_HOME (tool cache, default /tmp/conformance), CONFORMANCE_OUT (results dir),
@@ -87,6 +91,7 @@ case $SELECTOR in
   req:*)      ARGS=(--requirements "${SELECTOR#req:}") ;;
   spec:*)     ARGS=(--spec-version "${SELECTOR#spec:}") ;;
   scenario:*) ARGS=(--scenario "${SELECTOR#scenario:}") ;;
+  authorization) ;;
   *) echo "unknown selector: $SELECTOR" >&2; exit 2 ;;
 esac
 
@@ -100,6 +105,12 @@ mkdir -p "$OUT"
     catch { if (Date.now() > end) { console.error("[conformance] server not reachable: " + url); process.exit(2); }
             await new Promise(r => setTimeout(r, 250)); } } })();' "$URL" "${CONFORMANCE_WAIT:-30}"
 
+if [[ $SELECTOR == authorization ]]; then
+  echo "[conformance] $VERSION authorization server -> $URL (results: $OUT)" >&2
+  set +e
+  "$NODE" "$CLI" authorization --url "$URL" -o "$OUT" "${EXTRA[@]}" 2>&1 | tee "$OUT/run.log"
+  exit "${PIPESTATUS[0]}"
+fi
 echo "[conformance] $VERSION $SELECTOR -> $URL (results: $OUT)" >&2
 START=$(date +%s)
 set +e

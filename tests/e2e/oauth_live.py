@@ -129,6 +129,12 @@ class Person:
         """Open the authorization `url` a client gave, sign in if asked, and allow what the
         consent page shows; the query the browser came back to the client's listener with (a
         code, state and iss; or the error, when the server refused before asking)."""
+        await self.allow(url, back="#returned")
+        return self.listener.received[-1]
+
+    async def allow(self, url: str, back: str) -> None:
+        """Open the authorization `url`, sign in if asked, allow what the consent page shows,
+        and wait for the page the client's redirect URI answers (`back`, a selector)."""
         assert url.startswith(f"{self.server.url}/authorize?"), url
         page = await self.context.new_page()
         try:
@@ -138,9 +144,9 @@ class Person:
                 await page.fill("#id_username", PERSON)
                 await page.fill("#id_password", PASSWORD)
                 await page.click("button[type=submit]")
-            # The consent page, the client's listener (a refusal sent back at once), or the
+            # The consent page, the client's page (a refusal sent back at once), or the
             # consent page's own error (a client it cannot send back to).
-            await page.locator("#allow, #returned, .error").first.wait_for()
+            await page.locator(f"#allow, {back}, .error").first.wait_for()
             if await page.locator("#allow").count():
                 self.consents.append(
                     Consent(
@@ -150,9 +156,8 @@ class Person:
                     )
                 )
                 await page.click("#allow")
-                await page.locator("#returned, .error").first.wait_for()
-            assert await page.locator("#returned").count(), await page.inner_text("main")
-            return self.listener.received[-1]
+                await page.locator(f"{back}, .error").first.wait_for()
+            assert await page.locator(back).count(), await page.inner_text("body")
         finally:
             await page.close()
 
