@@ -170,7 +170,12 @@ def register(request: HttpRequest) -> HttpResponse:
         )
         response["Retry-After"] = str(decision.retry_after)
         return response
-    if len(request.body) > REGISTRATION_MAX_BYTES:
+    declared = request.META.get("CONTENT_LENGTH") or "0"
+    if (
+        not declared.isdigit()
+        or int(declared) > REGISTRATION_MAX_BYTES
+        or (len(request.body) > REGISTRATION_MAX_BYTES)
+    ):
         return _json_error(
             400,
             "invalid_client_metadata",
@@ -361,14 +366,18 @@ def disconnect(request: HttpRequest, application_id: int) -> HttpResponse:
                 for scope in line.split()
             }
         )
-        for refresh in RefreshToken.objects.filter(
+        refreshes = RefreshToken.objects.filter(
             user=user, application=application, revoked__isnull=True
-        ):
+        )
+        accesses = AccessToken.objects.filter(user=user, application=application)
+        held = refreshes.exists() or accesses.exists()
+        for refresh in refreshes:
             refresh.revoke()
-        for access in AccessToken.objects.filter(user=user, application=application):
+        for access in accesses:
             access.revoke()
         Grant.objects.filter(user=user, application=application).delete()
-        audit_client_event(
-            user=user, application=application, action=AuditEvent.Action.REVOKED, scopes=scopes
-        )
+        if held:
+            audit_client_event(
+                user=user, application=application, action=AuditEvent.Action.REVOKED, scopes=scopes
+            )
     return redirect("oauth-connections")

@@ -302,6 +302,14 @@ def test_registration_is_bounded(client):
     assert answer.json()["error"] == "invalid_client_metadata"
 
 
+def test_a_registration_declared_too_large_is_refused_before_it_is_read(client):
+    answer = client.generic(
+        "POST", "/register", b"{}", content_type="application/json", CONTENT_LENGTH="3000000"
+    )
+    assert answer.status_code == 400
+    assert answer.json()["error"] == "invalid_client_metadata"
+
+
 def test_registration_turned_off_is_a_json_404_saying_what_to_do(client, settings):
     settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "DCR_ENABLED": False}
     answer = client.post("/register", "{}", content_type="application/json")
@@ -326,6 +334,8 @@ def test_a_person_sees_their_connected_clients_and_revokes_one(client):
     assert not AccessToken.objects.filter(user__isnull=False).exists()
     assert RefreshToken.objects.filter(revoked__isnull=True).count() == 0
     assert call(client, answer["access_token"]).status_code == 401
+    assert AuditEvent.objects.filter(action=AuditEvent.Action.REVOKED).count() == 1
+    client.post(f"/oauth/connections/{application_id}/revoke")  # nothing left to revoke
     assert AuditEvent.objects.filter(action=AuditEvent.Action.REVOKED).count() == 1
 
 
