@@ -260,8 +260,9 @@ def _client(claims: dict[str, Any]) -> str:
 
 
 def _scopes(claims: dict[str, Any]) -> frozenset[str]:
-    """The token's `scope` claim (RFC 9068: space-separated; a list is taken too)."""
-    scope = claims.get("scope")
+    """The token's scopes: its `scope` claim (RFC 9068: space-separated; a list is taken too),
+    or, without one, `scp` (Okta's list, Entra ID's space-separated string)."""
+    scope = claims.get("scope", claims.get("scp"))
     if isinstance(scope, str):
         return frozenset(scope.split())
     if isinstance(scope, list):

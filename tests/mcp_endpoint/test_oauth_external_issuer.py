@@ -300,6 +300,14 @@ def test_scopes_the_user_may_not_give_are_dropped_from_the_token(client, issuer,
     assert allowed.status_code != 403, allowed.content
 
 
+@pytest.mark.parametrize("scp", [["tools:read"], "tools:read"], ids=["okta-list", "entra-string"])
+def test_an_scp_claim_stands_for_scope(client, issuer, alice, scp):
+    token = issuer.token(scope=None, scp=scp)
+    assert call(client, token).status_code == 200
+    refused = modern(client, "tools/call", {"name": "get_node_types", "arguments": {}}, key=token)
+    assert 'scope="tools:execute"' in refused["WWW-Authenticate"]
+
+
 def test_a_user_without_the_right_to_connect_clients_gets_no_scope(client, issuer):
     from django.contrib.auth.models import User
 
