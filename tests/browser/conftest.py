@@ -55,15 +55,23 @@ def page(browser):
     context.close()
 
 
+def screenshot_path(name: str) -> Path | None:
+    """Where the screenshot `name` goes when SCREENSHOTS_DIR is set (see
+    docs/screenshots/README.md), its folder made; None when it is not, and none is taken."""
+    directory = os.environ.get("SCREENSHOTS_DIR")
+    if not directory:
+        return None
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    return Path(directory) / f"{name}.png"
+
+
 @pytest.fixture
 def screenshot(page):
-    """Save a screenshot when SCREENSHOTS_DIR is set (see docs/screenshots/README.md)."""
-    directory = os.environ.get("SCREENSHOTS_DIR")
+    """Save a screenshot of the whole page when SCREENSHOTS_DIR is set."""
 
     def take(name: str) -> None:
-        if directory:
-            Path(directory).mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(Path(directory) / f"{name}.png"), full_page=True)
+        if path := screenshot_path(name):
+            page.screenshot(path=str(path), full_page=True)
 
     return take
 

@@ -19,9 +19,9 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
-from playwright.async_api import BrowserContext, async_playwright, expect
+from playwright.async_api import BrowserContext, Page, async_playwright, expect
 
-from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
+from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, screenshot_path
 from tests.e2e.conftest import LiveServer, _manage, start_server
 
 # How long an access token lives on the server of these tests: long enough for a client to
@@ -112,11 +112,15 @@ class Listener:
 
 @dataclass
 class Person:
-    """The person at the browser: signs in when asked, reads the consent page, allows."""
+    """The person at the browser: signs in when asked, reads the consent page, allows. With
+    `screenshots`, and SCREENSHOTS_DIR set, they save their first consent page
+    (oauth-consent.png) and the Connected clients page before they revoke (oauth-connections.png),
+    for docs/screenshots."""
 
     server: LiveServer
     context: BrowserContext
     listener: Listener
+    screenshots: bool = False
     consents: list[Consent] = field(default_factory=list)
     sign_ins: int = 0
 
@@ -148,6 +152,8 @@ class Person:
             # consent page's own error (a client it cannot send back to).
             await page.locator(f"#allow, {back}, .error").first.wait_for()
             if await page.locator("#allow").count():
+                if not self.consents:
+                    await self.screenshot(page, "oauth-consent")
                 self.consents.append(
                     Consent(
                         client=await page.inner_text("#client-name"),
@@ -167,17 +173,28 @@ class Person:
         try:
             await page.goto(f"{self.server.url}/oauth/connections")
             row = page.locator("#connections tbody tr", has_text=client)
+            await row.wait_for()
+            await self.screenshot(page, "oauth-connections")
             await row.get_by_role("button", name="Revoke").click()
             await expect(row).to_have_count(0)
         finally:
             await page.close()
 
+    async def screenshot(self, page: Page, name: str) -> None:
+        """Save the whole `page` as `name` (tests/browser/conftest.py's convention) if this
+        person takes screenshots and SCREENSHOTS_DIR is set."""
+        if self.screenshots and (path := screenshot_path(name)):
+            await page.screenshot(path=str(path), full_page=True)
+
 
 @asynccontextmanager
-async def person_at_chromium(server: LiveServer) -> AsyncIterator[Person]:
+async def person_at_chromium(
+    server: LiveServer, screenshots: bool = False
+) -> AsyncIterator[Person]:
     """The person at a fresh Chromium (not signed in yet), and the client's listener, for one
-    scenario. Playwright's async API, so that the browser runs in the scenario's own event
-    loop beside the client."""
+    scenario; with `screenshots`, a person who saves the pages docs/screenshots shows.
+    Playwright's async API, so that the browser runs in the scenario's own event loop beside
+    the client."""
     listener = Listener()
     try:
         async with async_playwright() as playwright:
@@ -185,7 +202,7 @@ async def person_at_chromium(server: LiveServer) -> AsyncIterator[Person]:
             try:
                 context = await browser.new_context()
                 context.set_default_timeout(10_000)
-                yield Person(server, context, listener)
+                yield Person(server, context, listener, screenshots)
             finally:
                 await browser.close()
     finally:

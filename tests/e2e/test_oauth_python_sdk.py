@@ -231,7 +231,7 @@ def test_after_a_revocation_the_python_sdk_is_refused_and_asks_the_person_again(
 
     async def scenario():
         async with (
-            person_at_chromium(server) as person,
+            person_at_chromium(server, screenshots=mode == "auto") as person,
             connected(server, person, mode, name) as session,
         ):
             types = await session.client.call_tool("get_node_types", {})
