@@ -45,11 +45,12 @@ for app_label, codename in [("mcp_endpoint", "connect_oauth_clients"), ("graphs"
 
 
 @contextmanager
-def oauth_server(tmp: Path) -> Iterator[LiveServer]:
-    """A live server with OAuth on (the default), tokens of TOKEN_SECONDS, and the person.
-    DEBUG=true: the sign-in and consent pages read their static files from the apps (a
-    production start runs collectstatic first, which would write into the checkout)."""
-    settings = {"OAUTH_ACCESS_TOKEN_SECONDS": str(TOKEN_SECONDS), "DEBUG": "true"}
+def oauth_server(tmp: Path, **settings: str) -> Iterator[LiveServer]:
+    """A live server with OAuth on (the default), tokens of TOKEN_SECONDS, the person, and
+    `settings` (environment variables) besides. DEBUG=true: the sign-in and consent pages read
+    their static files from the apps (a production start runs collectstatic first, which would
+    write into the checkout)."""
+    settings = {"OAUTH_ACCESS_TOKEN_SECONDS": str(TOKEN_SECONDS), "DEBUG": "true", **settings}
     with contextmanager(start_server)(tmp, **settings) as live:
         _manage(live.env, "shell", "-c", MAKE_PERSON)
         yield live
@@ -66,11 +67,13 @@ def require_chromium() -> None:
 
 @dataclass(frozen=True)
 class Consent:
-    """What the consent page showed the person before they allowed the client."""
+    """What the consent page showed the person before they allowed the client: the client's
+    name, the scopes, the resource, and all its words."""
 
     client: str
     scopes: list[str]
     resource: str
+    text: str
 
 
 class Listener:
@@ -159,6 +162,7 @@ class Person:
                         client=await page.inner_text("#client-name"),
                         scopes=await page.locator("#scopes code").all_inner_texts(),
                         resource=await page.inner_text("#resource"),
+                        text=await page.inner_text("main"),
                     )
                 )
                 await page.click("#allow")

@@ -3,9 +3,12 @@ in both protocol eras, with the person consenting in a real Chromium: discovery 
 registration (RFC 7591), the code flow with PKCE, the calls, a step-up for a scope the token
 lacks, a refresh when the token expires, and the person revoking the client.
 
-Registration is dynamic here. The SDK can also use a Client ID Metadata Document
-(`client_metadata_url=`), but only at an HTTPS URL the server fetches from a public address,
-which a test on 127.0.0.1 cannot offer; tests/mcp_endpoint covers those documents."""
+The other way to register: the SDK names itself by the HTTPS URL of its Client ID Metadata
+Document (`client_metadata_url=`), which the server fetches instead of taking a registration.
+The document is served over HTTPS from 127.0.0.1 (tests/oauth_documents.py); the server trusts
+its throwaway CA through SSL_CERT_FILE and may reach it because EGRESS_ALLOWED_NETWORKS opens
+127.0.0.1/32, as an operator would open a private network. Neither changes what the other tests
+here meet."""
 
 from __future__ import annotations
 
@@ -37,15 +40,26 @@ from tests.e2e.oauth_live import (
     require_chromium,
 )
 from tests.e2e.test_mcp_client import run
+from tests.oauth_documents import DocumentServer, serving_documents
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 ERAS = [("auto", "2026-07-28"), ("legacy", "2025-11-25")]
+# The tools a token with the challenge's scopes lists.
+CHALLENGE_TOOLS = [name for name, tool in TOOLS.items() if tool.scope in CHALLENGE_SCOPES]
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[LiveServer]:
+def documents(tmp_path_factory) -> Iterator[DocumentServer]:
+    """Where the clients' metadata documents are, over HTTPS on 127.0.0.1."""
+    with serving_documents(tmp_path_factory.mktemp("documents")) as documents:
+        yield documents
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, documents) -> Iterator[LiveServer]:
     require_chromium()
-    with oauth_server(tmp_path_factory.mktemp("oauth-python")) as live:
+    exemption = {"EGRESS_ALLOWED_NETWORKS": "127.0.0.1/32", "SSL_CERT_FILE": str(documents.ca)}
+    with oauth_server(tmp_path_factory.mktemp("oauth-python"), **exemption) as live:
         yield live
 
 
@@ -96,11 +110,16 @@ class Session:
 
 @asynccontextmanager
 async def connected(
-    server: LiveServer, person: Person, mode: str, name: str
+    server: LiveServer,
+    person: Person,
+    mode: str,
+    name: str,
+    client_metadata_url: str | None = None,
 ) -> AsyncIterator[Session]:
-    """The SDK's client named `name`, connecting to /mcp with OAuth: its redirect handler has
-    the person open the authorization URL and allow; its callback handler returns what the
-    browser brought back to the loopback listener."""
+    """The SDK's client named `name`, connecting to /mcp with OAuth (registering, or known by
+    its metadata document at `client_metadata_url`): its redirect handler has the person open
+    the authorization URL and allow; its callback handler returns what the browser brought back
+    to the loopback listener."""
     returned: dict[str, str] = {}
 
     async def redirect(url: str) -> None:
@@ -126,6 +145,7 @@ async def connected(
         storage=storage,
         redirect_handler=redirect,
         callback_handler=callback,
+        client_metadata_url=client_metadata_url,
     )
     exchanges: list[Exchange] = []
 
@@ -185,9 +205,7 @@ def test_the_python_sdk_signs_in_calls_steps_up_and_refreshes(server, mode, vers
             assert person.sign_ins == 1
 
             tools = await client.list_tools()
-            assert [tool.name for tool in tools.tools] == [
-                name for name, tool in TOOLS.items() if tool.scope in CHALLENGE_SCOPES
-            ]
+            assert [tool.name for tool in tools.tools] == CHALLENGE_TOOLS
             types = await client.call_tool("get_node_types", {})
             assert not types.is_error
             assert len(types.structured_content) == 8
@@ -256,5 +274,49 @@ def test_after_a_revocation_the_python_sdk_is_refused_and_asks_the_person_again(
             assert person.consents[1].scopes == CHALLENGE_SCOPES
             assert not types.is_error
             assert session.storage.tokens.access_token != revoked.access_token
+
+    run(scenario)
+
+
+@pytest.mark.parametrize(("mode", "version"), ERAS)
+def test_the_python_sdk_signs_in_with_its_metadata_document_instead_of_registering(
+    server, documents, mode, version
+):
+    path = f"/clients/python-sdk-{mode}.json"
+
+    async def scenario():
+        async with person_at_chromium(server) as person:
+            # The document lists the listener's redirect URI and the name the person sees; the
+            # name the SDK holds itself is another, which the server never receives.
+            url = documents.document(
+                path,
+                client_name=f"Python SDK by its document ({mode})",
+                redirect_uris=[person.redirect_uri],
+            )
+            async with connected(server, person, mode, "A name never sent", url) as session:
+                client = session.client
+                assert client.protocol_version == version
+                flow = session.paths()
+                assert flow[0][1:] == ("/mcp", 401)
+                assert flow[1:4] == [
+                    ("GET", "/.well-known/oauth-protected-resource/mcp", 200),
+                    ("GET", "/.well-known/oauth-authorization-server", 200),
+                    ("POST", "/token", 200),
+                ]
+                assert session.storage.client.client_id == url
+                assert documents.hits[path] == 1  # at /authorize; /token used what it kept
+
+                [consent] = person.consents
+                assert consent.client == f"Python SDK by its document ({mode})"
+                assert f"identified by its metadata document at {url}" in consent.text
+                assert consent.scopes == CHALLENGE_SCOPES
+
+                tools = await client.list_tools()
+                assert [tool.name for tool in tools.tools] == CHALLENGE_TOOLS
+                types = await client.call_tool("get_node_types", {})
+                assert not types.is_error
+                assert len(types.structured_content) == 8
+                assert "/register" not in {exchange.path for exchange in session.exchanges}
+                assert documents.hits[path] == 1
 
     run(scenario)
