@@ -9,6 +9,8 @@ grant.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.contrib.auth.base_user import AbstractBaseUser
 
 from mcp_endpoint.models import Scope
@@ -31,6 +33,16 @@ SCOPE_PERMISSIONS: dict[str, str | None] = {
     Scope.WORKFLOWS_WRITE: "graphs.change_workflow",
     Scope.WORKFLOWS_PUBLISH: "graphs.change_workflow",
 }
+
+
+def scope_words(scopes: Iterable[str]) -> list[tuple[str, str]]:
+    """`scopes` with their plain words, in one order wherever people read them (the order of
+    `Scope`: reading before calling before the operators' own)."""
+    ranked = {scope: rank for rank, scope in enumerate(Scope.values)}
+    return [
+        (scope, scope_description(scope))
+        for scope in sorted(set(scopes), key=lambda scope: (ranked.get(scope, len(ranked)), scope))
+    ]
 
 
 def scope_description(scope: str) -> str:

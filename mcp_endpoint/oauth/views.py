@@ -52,7 +52,7 @@ from mcp_endpoint.access.oauth_scopes import (
     CONNECT_PERMISSION,
     may_connect_clients,
     refused_scopes_reason,
-    scope_description,
+    scope_words,
 )
 from mcp_endpoint.access.ratelimit import rate_limit_hit
 from mcp_endpoint.oauth.audit import audit_client_event
@@ -305,9 +305,7 @@ class ConsentView(AuthorizationView):
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context: dict[str, Any] = super().get_context_data(**kwargs)
-        context["scope_words"] = [
-            (scope, scope_description(scope)) for scope in context.get("scopes", [])
-        ]
+        context["scope_words"] = scope_words(context.get("scopes", []))
         return context
 
 
@@ -340,7 +338,7 @@ def connections(request: HttpRequest) -> HttpResponse:
     rows = [
         {
             "application": entry["application"],
-            "scopes": [(scope, scope_description(scope)) for scope in sorted(entry["scopes"])],
+            "scopes": scope_words(entry["scopes"]),
             "resources": sorted(entry["resources"]),
             "last": entry["last"],
         }
