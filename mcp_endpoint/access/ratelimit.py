@@ -26,6 +26,14 @@ class RateDecision:
     retry_after: int
 
 
+def window_key(identity: str, window: int) -> str:
+    """The cache key counting `identity`'s requests in the minute `window`. An identity may
+    hold spaces or any character (an OAuth caller names its client): the key carries its
+    digest."""
+    digest = hashlib.blake2b(identity.encode(), digest_size=12).hexdigest()
+    return f"mcp:rate:{digest}:{window}"
+
+
 def rate_limit_hit(*, identity: str, limit: int, now: float | None = None) -> RateDecision:
     """Count one request for `identity` in the current minute and say whether it may proceed.
 
@@ -36,10 +44,7 @@ def rate_limit_hit(*, identity: str, limit: int, now: float | None = None) -> Ra
         return RateDecision(True, 0, 0, 0)
     now = time.time() if now is None else now
     window = int(now // WINDOW_SECONDS)
-    # An identity may hold spaces or any character (an OAuth caller names its client): the
-    # cache key carries its digest.
-    digest = hashlib.blake2b(identity.encode(), digest_size=12).hexdigest()
-    key = f"mcp:rate:{digest}:{window}"
+    key = window_key(identity, window)
     count = _count_in_redis(key) if settings.REDIS_URL else _count_in_cache(key)
     retry_after = max(1, int((window + 1) * WINDOW_SECONDS - now))
     return RateDecision(count <= limit, limit, max(0, limit - count), retry_after)

@@ -315,7 +315,7 @@ def test_on_redis_a_window_is_counted_in_one_round_trip_and_expires(settings):
         ]
     assert [(d.allowed, d.remaining) for d in decisions] == [(True, 1), (True, 0), (False, 0)]
     assert commands == [2, 2, 2]
-    window_key = f"mcp:rate:key:redis:{int(minute // ratelimit.WINDOW_SECONDS)}"
+    window_key = ratelimit.window_key("key:redis", int(minute // ratelimit.WINDOW_SECONDS))
     assert 0 < client.ttl(window_key) <= 2 * ratelimit.WINDOW_SECONDS
     later = ratelimit.rate_limit_hit(identity="key:redis", limit=2, now=minute + 60)
     assert (later.allowed, later.remaining) == (True, 1)
