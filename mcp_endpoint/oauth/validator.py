@@ -68,6 +68,24 @@ class Validator(OAuth2Validator):
             scopes=token.get("scope", "").split(),
         )
 
+    def validate_refresh_token(
+        self, refresh_token: str, client: Any, request: Request, *args: Any, **kwargs: Any
+    ) -> bool:
+        replayed = _replayed(refresh_token)
+        valid = bool(
+            super().validate_refresh_token(refresh_token, client, request, *args, **kwargs)
+        )
+        if replayed is not None:
+            # The toolkit has just revoked the family (REFRESH_TOKEN_REUSE_PROTECTION): a
+            # refresh token used twice means it leaked, and the trail says so.
+            audit_client_event(
+                user=replayed.user,
+                application=replayed.application,
+                action=AuditEvent.Action.REVOKED,
+                scopes=["token_family"],
+            )
+        return valid
+
     def revoke_token(
         self,
         token: str,
@@ -83,6 +101,21 @@ class Validator(OAuth2Validator):
             audit_client_event(
                 user=user, application=application, action=AuditEvent.Action.REVOKED, scopes=scopes
             )
+
+
+def _replayed(raw: str) -> RefreshToken | None:
+    """The refresh token `raw`, if it is one already used or revoked while its family still
+    holds a live one: a replay, which makes the toolkit revoke that family."""
+    used = (
+        RefreshToken.objects.select_related("user", "application")
+        .filter(token_checksum=token_checksum(raw), revoked__isnull=False)
+        .exclude(token_family=None)
+        .first()
+    )
+    if used is None:
+        return None
+    live = RefreshToken.objects.filter(token_family=used.token_family, revoked__isnull=True)
+    return used if live.exists() else None
 
 
 def _holder(raw: str) -> tuple[Any, Any, list[str]] | None:

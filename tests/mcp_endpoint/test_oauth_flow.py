@@ -145,6 +145,8 @@ def test_a_refresh_token_rotates_and_used_twice_revokes_its_family(client):
     status, reused = refresh(client, client_id, answer["refresh_token"])
     assert status == 400
     assert reused["error"] == "invalid_grant"
+    replay = AuditEvent.objects.get(action=AuditEvent.Action.REVOKED)
+    assert (replay.actor, replay.fields) == ("oauth:alice via Test client", ["token_family"])
     # The whole family is revoked: the rotated refresh token and its access token too.
     status, after = refresh(client, client_id, renewed["refresh_token"])
     assert status == 400, after
