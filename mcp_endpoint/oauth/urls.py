@@ -13,8 +13,10 @@ urlpatterns = [
         views.protected_resource,
         name="oauth-resource-metadata",
     ),
-    re_path(
-        r"^\.well-known/oauth-authorization-server(?:/.*)?$",
+    # The issuer is the origin, with no path: a suffixed form names no issuer here and is
+    # the JSON 404 of config/urls.py (the toolkit's view would make one up from the suffix).
+    path(
+        ".well-known/oauth-authorization-server",
         views.server_metadata,
         name="oauth-server-metadata",
     ),

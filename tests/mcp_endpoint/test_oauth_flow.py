@@ -69,6 +69,9 @@ def test_the_authorization_server_metadata_offers_the_code_flow_with_s256_only(c
     assert document["code_challenge_methods_supported"] == ["S256"]
     assert "none" in document["token_endpoint_auth_methods_supported"]
     assert document["client_id_metadata_document_supported"] is True
+    suffixed = client.get("/.well-known/oauth-authorization-server/mcp")
+    assert suffixed.status_code == 404  # the issuer has no path
+    assert "/.well-known/oauth-authorization-server" in suffixed.json()["error_description"]
     openid = client.get("/.well-known/openid-configuration")
     assert openid.status_code == 404
     assert "oauth-authorization-server" in openid.json()["error_description"]
