@@ -54,7 +54,7 @@ from graphs.execution.tracing import (
 from graphs.models import NodeExecution, Run, Workflow, WorkflowVersion
 from nodespecs.downstream import client
 from nodespecs.downstream.call_lineage import Lineage
-from nodespecs.models import Provider
+from nodespecs.providers.connections import provider_connections
 
 logger = logging.getLogger(__name__)
 
@@ -189,8 +189,10 @@ def _downstream(
     servers: dict[str, int], carried: Lineage
 ) -> Callable[[str, str, dict[str, Any], float | None], Any]:
     """The engine's call function: a node's server name → its provider's pooled connection;
-    every call carries the lineage `carried` (the run's, and the run itself last)."""
-    providers = Provider.objects.in_bulk(list(servers.values())) if servers else {}
+    every call carries the lineage `carried` (the run's, and the run itself last). The
+    providers are read from their snapshot, as they are when the run starts (a provider
+    disabled before then is refused)."""
+    providers = provider_connections(set(servers.values())) if servers else {}
     bound = {name: providers.get(pk) for name, pk in servers.items()}
 
     def call_tool(server: str, tool: str, arguments: dict[str, Any], timeout: float | None) -> Any:
