@@ -9,6 +9,10 @@ before its next node. A cancel for a run of this very process sets its token at 
 
 A run whose heartbeat stops (its process died) is failed by the reaper
 (`graphs/execution/reaper.py`). The engine knows none of this: it only sees its token.
+
+A direct run has no row until its first write (graphs/execution/recorder.py): until then this
+registry is the only place that knows it, so a cancel of it by id (its client left, its caller
+asked) is served from here (`cancel`, `graphs.execution.control.run_cancel`).
 """
 
 from __future__ import annotations
@@ -37,25 +41,32 @@ def process_label() -> str:
 
 
 class _Registry:
-    """Run id → the token of its execution in this process, and the heartbeat thread."""
+    """Run id → the token of its execution in this process and who started it, and the
+    heartbeat thread."""
 
     def __init__(self) -> None:
         self._tokens: dict[int, CancelToken] = {}
+        self._callers: dict[int, str] = {}
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
     def reset(self) -> None:
         """Forget everything (in a forked child: the parent's runs and thread are not ours)."""
         self._tokens = {}
+        self._callers = {}
         self._lock = threading.Lock()
         self._thread = None
 
     @contextmanager
-    def watching(self, run_id: int, token: CancelToken | None) -> Iterator[CancelToken]:
-        """Register a run for the time it executes; yields the token the engine must check."""
+    def watching(
+        self, run_id: int, token: CancelToken | None, *, caller: str = ""
+    ) -> Iterator[CancelToken]:
+        """Register a run started by `caller` for the time it executes; yields the token the
+        engine must check."""
         token = token or CancelToken()
         with self._lock:
             self._tokens[run_id] = token
+            self._callers[run_id] = caller
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._beat_while_busy, name="run-heartbeat", daemon=True
@@ -66,12 +77,15 @@ class _Registry:
         finally:
             with self._lock:
                 self._tokens.pop(run_id, None)
+                self._callers.pop(run_id, None)
 
-    def cancel(self, run_id: int, reason: str) -> bool:
-        """Cancel a run executing in this process at once; False if it is not here."""
+    def cancel(self, run_id: int, reason: str, *, caller: str | None = None) -> bool:
+        """Cancel a run executing in this process at once; False if it is not here (or,
+        `caller` given, was not started by that caller)."""
         with self._lock:
             token = self._tokens.get(run_id)
-        if token is None:
+            started_by = self._callers.get(run_id)
+        if token is None or (caller is not None and started_by != caller):
             return False
         token.cancel(reason)
         return True
