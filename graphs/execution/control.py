@@ -273,6 +273,9 @@ def session_runs_cancel(*, session_id: str, reason: str) -> int:
     if not session_id:
         return 0
     dropped = direct_turns.cancel_session(session_id, reason)
+    if settings.EXECUTION_MODE == "direct":
+        # For its runs on other instances that no query finds yet (not written).
+        direct_turns.note_session_ended(session_id, reason)
     for_reviewers = Approval.objects.filter(
         decision="", approvers="reviewers", run__status=Run.Status.WAITING
     ).values("run_id")

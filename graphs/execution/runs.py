@@ -389,8 +389,7 @@ def _execute(
     # A resumed run's duration counts its time before the wait, not the wait.
     started = time.perf_counter() - (resume.elapsed_ms / 1000 if resume is not None else 0.0)
     calls_carry = lineage.downstream_lineage(run.lineage, run.workflow_name, run.pk)
-    watching = liveness.registry.watching(run.pk, cancel, caller=run.caller)
-    with watching as token, traced_run(run, recorder) as traced:
+    with liveness.registry.watching(run, cancel) as token, traced_run(run, recorder) as traced:
         try:
             result = execute(
                 prepared.compiled,

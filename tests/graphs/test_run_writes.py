@@ -18,7 +18,12 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections
 
 from graphs.authoring.files import graph_import
 from graphs.execution import recorder
-from graphs.execution.control import RunNotFound, run_cancel
+from graphs.execution.control import (
+    RunNotFound,
+    run_cancel,
+    run_cancel_request,
+    session_runs_cancel,
+)
 from graphs.execution.runs import RunRequest, WorkflowCallError, workflow_call
 from graphs.execution.toolset import workflow_tools
 from graphs.models import NodeExecution, Run
@@ -47,6 +52,28 @@ tools:
 
 
 COMMIT = "COMMIT"
+
+
+# spin_on: a slow transform (0.1 s or more) a hundred times, unless it is stopped first.
+SPIN_GRAPH = """
+version: "1.0"
+server: {name: spinTests, version: "1.0.0"}
+executionLimits: {maxNodeExecutions: 1000, maxExecutionTimeMs: 30000}
+tools:
+  - name: spin_on
+    inputSchema: {type: object}
+    nodes:
+      - {id: entry, type: entry, next: spin}
+      - id: spin
+        type: transform
+        transform: {expr: '{"n": $executionCount("spin") + 1, "sum": $sum([1..20000].($ * 2))}'}
+        next: again
+      - id: again
+        type: switch
+        conditions: [{rule: {"<": [{var: "$.spin.n"}, 100]}, target: spin}]
+        default: exit
+      - {id: exit, type: exit}
+"""
 
 
 @dataclass
@@ -234,3 +261,36 @@ def test_a_call_that_cannot_run_reserves_no_id(monkeypatch):
     with writes() as (written, _), pytest.raises(WorkflowCallError, match="Invalid arguments"):
         workflow_call(RunRequest(name="sum_to", arguments={"n": "ten"}))
     assert written.round_trips() == []
+
+
+@pytest.mark.parametrize(
+    "elsewhere",
+    [
+        lambda: run_cancel_request(
+            caller="key:me", session_id="s1", request_id="7", reason="cancelled elsewhere"
+        ),
+        lambda: session_runs_cancel(session_id="s1", reason="cancelled elsewhere"),
+    ],
+    ids=["notifications/cancelled", "the session's end"],
+)
+def test_a_run_not_written_yet_stops_when_another_instance_cancelled_it(
+    monkeypatch, settings, elsewhere
+):
+    graph_import(text=SPIN_GRAPH, caller=OPERATOR)
+    monkeypatch.setattr(recorder, "FLUSH_SECONDS", 60)
+    settings.GRAPHS_HEARTBEAT_SECONDS = 0.1
+
+    def cancel_at_entry(done: int, message: str) -> None:
+        if done == 1:  # no row of the run, no ticket here: as on another instance
+            elsewhere()
+
+    outcome = workflow_call(
+        RunRequest(name="spin_on", arguments={}, caller="key:me", session_id="s1", request_id="7"),
+        progress=cancel_at_entry,
+    )
+
+    # Its process read the note with a heartbeat, and the run stopped before its next node.
+    assert outcome.status == "cancelled", outcome
+    run = Run.objects.get(pk=outcome.run_id)
+    assert (run.status, run.cancel_reason) == ("cancelled", "cancelled elsewhere")
+    assert run.node_count < 100
