@@ -29,6 +29,7 @@ from graphs.execution.control import RunNotFound, run_cancel
 from graphs.execution.follow import (
     ApprovalAwaited,
     NodeFinished,
+    RunEvent,
     RunStarted,
     RunWaiting,
     Threads,
@@ -235,16 +236,22 @@ async def follow(call: WorkflowCall, threads: Threads) -> AsyncIterator[Message 
     waiting: RunWaiting | None = None
     response: Message | None = None
     count = 0  # nodes reported so far
+    # The next event, awaited across a deadline that passes without it: cancelling the read
+    # would end `events`, and a task that is due may have to wait for its run's row.
+    reading: asyncio.Task[RunEvent] | None = None
     try:
         while response is None:
             deadline = min(give_up_at, task_at if started is not None else math.inf)
-            try:
-                event = await asyncio.wait_for(anext(events), max(deadline - loop.time(), 0))
-            except TimeoutError:
+            reading = reading or asyncio.ensure_future(anext(events))
+            if not (await asyncio.wait({reading}, timeout=max(deadline - loop.time(), 0)))[0]:
                 task_due = loop.time() >= task_at
                 response = await _late_response(call, started or waiting, task_due, threads)
                 if response is None:
                     task_at = loop.time() + TASK_AGAIN_SECONDS
+                continue
+            arrived, reading = reading, None
+            try:
+                event = arrived.result()
             except WorkflowCallError as exc:
                 response = _tool_response(call, workflow_answers.error_result(str(exc)))
             else:
@@ -273,6 +280,9 @@ async def follow(call: WorkflowCall, threads: Threads) -> AsyncIterator[Message 
                     response = await _ended(call, event.outcome, threads)
         yield response
     finally:
+        if reading is not None:
+            reading.cancel()  # ends `events`, as its caller leaving does
+            await asyncio.wait({reading})
         await events.aclose()
         if response is None and started is not None and call.cancel_on_disconnect:
             _cancel_in_background(started.run_id)
