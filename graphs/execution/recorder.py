@@ -75,6 +75,10 @@ COLUMNS = (
 )
 JSON_COLUMNS = ("detail", "output")
 _STARTED_AT = COLUMNS.index("started_at")
+# More rows than this in one write go by COPY on PostgreSQL rather than in its one statement:
+# a thousand rows take 9 ms by COPY, 21 in the statement (docs/benchmarks.md, issue 31), and
+# a short run's dozen cost the statement 0.1 ms more, against a commit and round trips saved.
+ROWS_IN_STATEMENT = 100
 _Row = tuple[Any, ...]
 
 
@@ -242,6 +246,23 @@ def write_together(statements: Sequence[Statement]) -> None:
                 cursor.execute(statement.sql, statement.params)
 
 
+def history_write(run: Statement | None, rows: Sequence[_Row], then: Sequence[Statement]) -> None:
+    """Write a run's row (`run`: its insert, when it is not written yet), finished `rows`
+    and then the statements `then` (rows completed, the run's outcome), all or none, with
+    one commit: in one round trip (`write_together`), unless there are more than
+    ROWS_IN_STATEMENT rows on PostgreSQL: those go by COPY, in a transaction with the rest."""
+    if _postgresql() and len(rows) > ROWS_IN_STATEMENT:
+        others = [*([run] if run else []), *then]
+        with transaction.atomic():
+            if others:
+                write_together(others)
+            copy_rows(NodeExecution, COLUMNS, JSON_COLUMNS, rows)
+        return
+    statements = [*([run] if run else []), *([rows_insert(rows)] if rows else []), *then]
+    if statements:
+        write_together(statements)
+
+
 def copy_rows(
     model: type[models.Model],
     columns: Sequence[str],
@@ -271,12 +292,8 @@ def copy_rows(
 
 
 def write_rows(rows: list[_Row]) -> None:
-    """Insert finished node executions, their JSON already encoded: by COPY on PostgreSQL (a
-    long run's batch of a thousand rows in half the time of `rows_insert`)."""
-    if _postgresql():
-        copy_rows(NodeExecution, COLUMNS, JSON_COLUMNS, rows)
-    else:
-        write_together([rows_insert(rows)])
+    """Insert finished node executions, their JSON already encoded."""
+    history_write(None, rows, ())
 
 
 # ---------------------------------------------------------------------------- the observer
@@ -344,18 +361,13 @@ class HistoryRecorder(NullObserver):
         self._write(outcome)
 
     def _write(self, outcome: Sequence[str] | None) -> None:
-        rows, completions = self._rows, self._completions
-        if self._recorded and outcome is None and not completions:
-            if rows:
-                reconnecting(lambda: write_rows(rows))
-        else:
-            statements = [] if self._recorded else [run_insert(self.run)]
-            statements += [rows_insert(rows)] if rows else []
-            statements += completions
-            if outcome is not None and self._recorded:
-                statements.append(run_update(self.run, outcome))
-            if statements:
-                reconnecting(lambda: write_together(statements))
+        run = None if self._recorded else run_insert(self.run)
+        rows = self._rows
+        then = list(self._completions)
+        if outcome is not None and self._recorded:
+            then.append(run_update(self.run, outcome))
+        if run or rows or then:
+            reconnecting(lambda: history_write(run, rows, then))
         self._recorded = True
         self._rows, self._completions, self._waiting_bytes = [], [], 0
 

@@ -179,6 +179,24 @@ def test_a_short_run_is_written_in_one_round_trip_when_it_ends(monkeypatch):
     assert rows[2].detail == {"target": "step", "matched": 0}
 
 
+def test_a_short_run_of_many_rows_is_written_in_one_transaction_its_rows_by_copy(monkeypatch):
+    import_file("loops.yaml")
+    monkeypatch.setattr(recorder, "FLUSH_SECONDS", 60)
+    request = RunRequest(name="sum_to", arguments={"n": 100}, version=known("sum_to"))
+    workflow_call(request)
+
+    with writes() as (written, progress):
+        outcome = workflow_call(request, progress=progress)
+
+    # 203 rows: past ROWS_IN_STATEMENT, so on PostgreSQL they go by COPY (which Django does
+    # not see), in the transaction of the run's row; one commit either way.
+    rows = [] if connection.vendor == "postgresql" else ["INSERT graphs_nodeexecution"]
+    assert written.round_trips() == [(0, [RESERVE]), (203, ["INSERT graphs_run", *rows])]
+    assert [sql for sql, _, _ in written.statements].count(COMMIT) == 1
+    run = Run.objects.get(pk=outcome.run_id)
+    assert (run.status, run.node_count, run.node_executions.count()) == ("succeeded", 203, 203)
+
+
 def test_a_run_that_calls_out_is_written_before_its_call_and_when_it_ends(add_one):
     request = RunRequest(name="add_one", arguments={"a": 41}, version=known("add_one"))
     workflow_call(request)  # the server started, the providers read
