@@ -253,9 +253,11 @@ def history_write(run: Statement | None, rows: Sequence[_Row], then: Sequence[St
     ROWS_IN_STATEMENT rows on PostgreSQL: those go by COPY, in a transaction with the rest."""
     if _postgresql() and len(rows) > ROWS_IN_STATEMENT:
         others = [*([run] if run else []), *then]
+        if not others:  # a long run's batch alone: its own commit
+            copy_rows(NodeExecution, COLUMNS, JSON_COLUMNS, rows)
+            return
         with transaction.atomic():
-            if others:
-                write_together(others)
+            write_together(others)
             copy_rows(NodeExecution, COLUMNS, JSON_COLUMNS, rows)
         return
     statements = [*([run] if run else []), *([rows_insert(rows)] if rows else []), *then]
