@@ -7,9 +7,11 @@ Needs PostgreSQL (DATABASE_URL, default postgresql://postgres@127.0.0.1:5432/swi
 created if missing) and, for count_files, the filesystem server the install script caches (`bash
 .ci/install-mcp-peers.sh`). Runs `graphs.execution.runs.workflow_call` in this process, with the
 history written as in production, and times each SQL statement (Django's `execute_wrapper`), the
-engine (`graphs.execution.runs.execute`), the batched rows (`recorder.write_rows`) and downstream
-calls (`client.call_tool`). Prints the call's p50 and each part's median per call; what the parts do
-not cover is Python around them (docs/benchmarks.md, "where a short call's time goes").
+engine (`graphs.execution.runs.execute`), the history's writes (`recorder.history_write`: the
+run, its rows and its outcome, each write one commit), the run's id reserved
+(`recorder.run_id_reserve`) and downstream calls (`client.call_tool`). Prints the call's p50 and
+each part's median per call; what the parts do not cover is Python around them
+(docs/benchmarks.md, "where a short call's time goes").
 """
 
 from __future__ import annotations
@@ -107,7 +109,8 @@ def main() -> None:
             name=options.workflow, arguments=arguments, version=(tool.version_id, tool.digest)
         )
         timed(runs_module, "execute", "engine (its rows' writes and downstream calls included)")
-        timed(recorder, "write_rows", "COPY of finished rows")
+        timed(recorder, "history_write", "one write of history (the run, rows, outcome)")
+        timed(runs_module, "run_id_reserve", "the run's id reserved")
         timed(client, "call_tool", "downstream call")
         for _ in range(20):
             workflow_call(request)

@@ -2,8 +2,8 @@
 
 A `Workflow` is what authors edit; every change to it is frozen into a `WorkflowVersion`, and a
 `Run` points at the version it ran, so history always shows the graph that actually ran. `Run` and
-`NodeExecution` rows are written as the run happens (graphs/execution/recorder.py), so a crash
-leaves the history up to the crash.
+`NodeExecution` rows are written as the run goes, a batch at a time (graphs/execution/recorder.py),
+so a crash leaves the history up to the last batch.
 """
 
 from __future__ import annotations

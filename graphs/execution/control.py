@@ -9,7 +9,9 @@ ends; graphs/execution/follow.py does both, for every transport. A worker runs i
 run is cancelled at once (its task then executes nothing), and so is one waiting at an approval
 node (a decision then finds it cancelled); a running one gets `cancel_reason` set,
 which its process reads with its next heartbeat (at once when it runs here), and the engine
-stops before its next node, so the run ends `cancelled` with its history up to there.
+stops before its next node, so the run ends `cancelled` with its history up to there. A direct
+run not written yet (graphs/execution/recorder.py) is found only in its own process, which is
+where its id is known until then (its follower; a task handle waits for the row).
 """
 
 from __future__ import annotations
@@ -225,6 +227,15 @@ def run_cancel(*, run_id: int, reason: str, caller: str | None = None) -> Cancel
             "first) and end cancelled.",
         )
     status = runs.values_list("status", flat=True).first()
+    if status is None and liveness.registry.cancel(
+        run_id, reason, caller=None if caller is None else caller[:200]
+    ):
+        # A direct run of this process before its first write: it has an id but no row yet.
+        return Cancellation(
+            run_id,
+            Run.Status.RUNNING,
+            f"Run {run_id} will stop before its next node and end cancelled.",
+        )
     if status is None:
         raise RunNotFound(
             f"No run {run_id}" + (" started with your key." if caller is not None else ".")
@@ -262,6 +273,9 @@ def session_runs_cancel(*, session_id: str, reason: str) -> int:
     if not session_id:
         return 0
     dropped = direct_turns.cancel_session(session_id, reason)
+    if settings.EXECUTION_MODE == "direct":
+        # For its runs on other instances that no query finds yet (not written).
+        direct_turns.note_session_ended(session_id, reason)
     for_reviewers = Approval.objects.filter(
         decision="", approvers="reviewers", run__status=Run.Status.WAITING
     ).values("run_id")

@@ -16,9 +16,11 @@ In direct mode a workflow call's run executes on a thread of the process's run p
   that its thread took just as its caller left is recorded, and its engine stops before the
   first node: it ends `cancelled`, saying why.
 
-`notifications/cancelled` may reach another instance than the one where the run waits: that
-one leaves a note in the cache (`note_cancelled`), which a run that waited reads before it
-starts.
+`notifications/cancelled`, or the end of a session, may reach another instance than the one
+where the run waits, or runs before its row is written (graphs/execution/recorder.py), where no
+query finds it: that instance leaves a note in the cache (`note_cancelled`,
+`note_session_ended`), which a run that waited reads before it starts, and a running one's
+process with its next heartbeat (`cancellations_noted`, graphs/execution/liveness.py).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping
 
 from django.core.cache import cache
 
@@ -126,8 +129,14 @@ SHARES = CallerShares()
 
 
 def _call_key(caller: str, session_id: str, request_id: str) -> str:
-    digest = hashlib.sha256(f"{caller}\n{session_id}\n{request_id}".encode()).hexdigest()
-    return f"graphs:cancelled-call:{digest[:40]}"
+    # As a run's row keeps them (200 characters), so a run's process finds the note too.
+    named = f"{caller[:200]}\n{session_id[:200]}\n{request_id[:200]}"
+    return f"graphs:cancelled-call:{hashlib.sha256(named.encode()).hexdigest()[:40]}"
+
+
+def _session_key(session_id: str) -> str:
+    digest = hashlib.sha256(session_id[:200].encode()).hexdigest()
+    return f"graphs:ended-session:{digest[:40]}"
 
 
 class Ticket:
@@ -222,3 +231,36 @@ def note_cancelled(*, caller: str, session_id: str, request_id: str, reason: str
         cache.set(_call_key(caller, session_id, request_id), reason, _NOTE_SECONDS)
     except Exception:  # the cache is down: the call's own instance still drops it if it can
         logger.warning("Could not note the cancellation of a call in the cache", exc_info=True)
+
+
+def note_session_ended(session_id: str, reason: str) -> None:
+    """Leave word that a session ended, for its runs that another instance runs before their
+    rows are written (its process reads it with its next heartbeat)."""
+    try:
+        cache.set(_session_key(session_id), reason, _NOTE_SECONDS)
+    except Exception:  # the cache is down: the runs this instance found are cancelled
+        logger.warning("Could not note the end of a session in the cache", exc_info=True)
+
+
+def cancellations_noted(calls: Mapping[int, tuple[str, str, str]]) -> dict[int, str]:
+    """Of runs by id, each with the (caller, session id, request id) of its call: those that
+    another instance noted cancelled (their call, or their session ended), with the reason.
+    One read of the cache; none for runs outside a session."""
+    keys = {
+        run_id: (_call_key(*call), _session_key(call[1]))
+        for run_id, call in calls.items()
+        if call[1]
+    }
+    if not keys:
+        return {}
+    try:
+        noted = cache.get_many([key for pair in keys.values() for key in pair])
+    except Exception:  # the cache is down: the runs go on, as they would without a note
+        logger.warning("Could not look for cancellation notes in the cache", exc_info=True)
+        return {}
+    found = {}
+    for run_id, (call, session) in keys.items():
+        reason = noted.get(call, noted.get(session))
+        if reason is not None:
+            found[run_id] = str(reason)
+    return found

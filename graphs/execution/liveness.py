@@ -9,6 +9,12 @@ before its next node. A cancel for a run of this very process sets its token at 
 
 A run whose heartbeat stops (its process died) is failed by the reaper
 (`graphs/execution/reaper.py`). The engine knows none of this: it only sees its token.
+
+A direct run has no row until its first write (graphs/execution/recorder.py): until then this
+registry is the only place that knows it, so a cancel of it by id (its client left, its caller
+asked) is served from here (`cancel`, `graphs.execution.control.run_cancel`), and a cancel that
+another instance could not find is read with each heartbeat from the note it left in the cache
+(graphs/execution/direct_turns.py).
 """
 
 from __future__ import annotations
@@ -20,12 +26,14 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from graphs.engine import CancelToken
+from graphs.execution.direct_turns import cancellations_noted
 from graphs.models import Run
 
 logger = logging.getLogger(__name__)
@@ -36,26 +44,35 @@ def process_label() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+@dataclass(frozen=True)
+class _Executing:
+    """A run executing in this process: its token, and the call that started it (caller,
+    session id, request id)."""
+
+    token: CancelToken
+    call: tuple[str, str, str]
+
+
 class _Registry:
-    """Run id → the token of its execution in this process, and the heartbeat thread."""
+    """Run id → its execution in this process, and the heartbeat thread."""
 
     def __init__(self) -> None:
-        self._tokens: dict[int, CancelToken] = {}
+        self._runs: dict[int, _Executing] = {}
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
     def reset(self) -> None:
         """Forget everything (in a forked child: the parent's runs and thread are not ours)."""
-        self._tokens = {}
+        self._runs = {}
         self._lock = threading.Lock()
         self._thread = None
 
     @contextmanager
-    def watching(self, run_id: int, token: CancelToken | None) -> Iterator[CancelToken]:
+    def watching(self, run: Run, token: CancelToken | None) -> Iterator[CancelToken]:
         """Register a run for the time it executes; yields the token the engine must check."""
         token = token or CancelToken()
         with self._lock:
-            self._tokens[run_id] = token
+            self._runs[run.pk] = _Executing(token, (run.caller, run.session_id, run.request_id))
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._beat_while_busy, name="run-heartbeat", daemon=True
@@ -65,15 +82,16 @@ class _Registry:
             yield token
         finally:
             with self._lock:
-                self._tokens.pop(run_id, None)
+                self._runs.pop(run.pk, None)
 
-    def cancel(self, run_id: int, reason: str) -> bool:
-        """Cancel a run executing in this process at once; False if it is not here."""
+    def cancel(self, run_id: int, reason: str, *, caller: str | None = None) -> bool:
+        """Cancel a run executing in this process at once; False if it is not here (or,
+        `caller` given, was not started by that caller)."""
         with self._lock:
-            token = self._tokens.get(run_id)
-        if token is None:
+            executing = self._runs.get(run_id)
+        if executing is None or (caller is not None and executing.call[0] != caller):
             return False
-        token.cancel(reason)
+        executing.token.cancel(reason)
         return True
 
     def _beat_while_busy(self) -> None:
@@ -81,27 +99,29 @@ class _Registry:
             while True:
                 time.sleep(settings.GRAPHS_HEARTBEAT_SECONDS)
                 with self._lock:
-                    tokens = dict(self._tokens)
-                    if not tokens:
+                    runs = dict(self._runs)
+                    if not runs:
                         self._thread = None
                         return
                 try:
-                    self._beat(tokens)
+                    self._beat(runs)
                 except Exception:
                     # A database hiccup must not end the heartbeats; a long one ends in the
                     # reaper failing the runs, which is the truth then.
-                    logger.exception("Heartbeat of runs %s failed", sorted(tokens))
+                    logger.exception("Heartbeat of runs %s failed", sorted(runs))
         finally:
             connection.close()
 
     @staticmethod
-    def _beat(tokens: dict[int, CancelToken]) -> None:
+    def _beat(runs: dict[int, _Executing]) -> None:
         close_old_connections()
-        active = Run.objects.filter(pk__in=tokens, status=Run.Status.RUNNING)
+        active = Run.objects.filter(pk__in=runs, status=Run.Status.RUNNING)
         active.update(heartbeat_at=timezone.now())
-        asked = active.exclude(cancel_reason="").values_list("pk", "cancel_reason")
-        for run_id, reason in asked:
-            tokens[run_id].cancel(reason)
+        asked = dict(active.exclude(cancel_reason="").values_list("pk", "cancel_reason"))
+        # And those cancelled on another instance that found no row of them (not written yet).
+        noted = cancellations_noted({run_id: executing.call for run_id, executing in runs.items()})
+        for run_id, reason in (noted | asked).items():
+            runs[run_id].token.cancel(reason)
 
 
 registry = _Registry()

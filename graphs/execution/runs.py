@@ -3,9 +3,11 @@
 `workflow_call` is the one way a workflow runs, whether the call comes over MCP, from the REST API,
 the admin's test run or `manage.py run_workflow`; in queued mode the web side records the run with
 `run_create` and a worker executes it with `run_execute`, through the same `_execute`
-(graphs/execution/control.py chooses). The `Run` row is written before the first node and finished
-in every case (success, failure, cancellation, a bug), so no run is left `running` by this process;
-one whose process dies is failed by the reaper.
+(graphs/execution/control.py chooses). A direct run's id is reserved before its first node and its
+`Run` row is written with its history (graphs/execution/recorder.py: once, at its end, for a short
+run); a queued run's row is written when it is queued. Every run that starts is finished in every
+case (success, failure, cancellation, a bug), so no run is left `running` by this process; one
+whose process dies is failed by the reaper.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from graphs.execution.approvals.waits import WaitLost, resume_of, wait_begin
 from graphs.execution.limits import ceiling_explained, limits_for_run, limits_from_mapping
 from graphs.execution.mocks import call_mocks, decided_by_mocks
 from graphs.execution.payloads import run_secrets, storable, stored_arguments, stored_error
-from graphs.execution.recorder import HistoryRecorder, Progress, reconnecting
+from graphs.execution.recorder import HistoryRecorder, Progress, run_id_reserve
 from graphs.execution.resuming.pauses import PauseLost, pause_begin, pause_resume_of
 from graphs.execution.resuming.saved_state import StateTooLarge
 from graphs.execution.tracing import (
@@ -54,7 +56,7 @@ from graphs.execution.tracing import (
 from graphs.models import NodeExecution, Run, Workflow, WorkflowVersion
 from nodespecs.downstream import client
 from nodespecs.downstream.call_lineage import Lineage
-from nodespecs.models import Provider
+from nodespecs.providers.connections import provider_connections
 
 logger = logging.getLogger(__name__)
 
@@ -189,8 +191,10 @@ def _downstream(
     servers: dict[str, int], carried: Lineage
 ) -> Callable[[str, str, dict[str, Any], float | None], Any]:
     """The engine's call function: a node's server name → its provider's pooled connection;
-    every call carries the lineage `carried` (the run's, and the run itself last)."""
-    providers = Provider.objects.in_bulk(list(servers.values())) if servers else {}
+    every call carries the lineage `carried` (the run's, and the run itself last). The
+    providers are read from their snapshot, as they are when the run starts (a provider
+    disabled before then is refused)."""
+    providers = provider_connections(set(servers.values())) if servers else {}
     bound = {name: providers.get(pk) for name, pk in servers.items()}
 
     def call_tool(server: str, tool: str, arguments: dict[str, Any], timeout: float | None) -> Any:
@@ -256,12 +260,16 @@ def _secrets(prepared: _Prepared, arguments: Any) -> tuple[str, ...]:
     return run_secrets(prepared.compiled.tool.input_schema, arguments)
 
 
-def _create(prepared: _Prepared, request: RunRequest, *, status: str) -> Run:
-    check_arguments(request.name, prepared.validator, request.arguments)
+def _new_run(
+    prepared: _Prepared, request: RunRequest, *, status: str, run_id: int | None = None
+) -> Run:
+    """The run of a call whose arguments were checked, not written yet: under a reserved
+    `run_id` (a direct run, written by its recorder), or none (a queued one, saved at once)."""
     # One clock reading for both: a run that starts as it is recorded was created no later.
     now = timezone.now()
     running = status == Run.Status.RUNNING
-    return Run.objects.create(
+    return Run(
+        id=run_id,
         created_at=now,
         workflow_id=prepared.workflow_id,
         version_id=prepared.version_id,
@@ -297,16 +305,21 @@ def workflow_call(
     outcome, failed ones included.
     """
     prepared = _resolve(request)
-    run = _create(prepared, request, status=Run.Status.RUNNING)
+    check_arguments(request.name, prepared.validator, request.arguments)
+    run = _new_run(prepared, request, status=Run.Status.RUNNING, run_id=run_id_reserve())
     if started is not None:
         started(run.pk)
-    return _execute(run, prepared, request.arguments, progress, cancel)
+    return _execute(run, prepared, request.arguments, progress, cancel, recorded=False)
 
 
 def run_create(request: RunRequest) -> Run:
     """Check a call as `workflow_call` does and record its run as queued, for a worker to
     execute with `run_execute`. Raises `WorkflowCallError` when the call cannot run."""
-    return _create(_resolve(request), request, status=Run.Status.QUEUED)
+    prepared = _resolve(request)
+    check_arguments(request.name, prepared.validator, request.arguments)
+    run = _new_run(prepared, request, status=Run.Status.QUEUED)
+    run.save(force_insert=True)
+    return run
 
 
 def run_execute(*, run_id: int, arguments: Any) -> RunOutcome | None:
@@ -356,9 +369,11 @@ def _execute(
     resume: Resume | None = None,
     *,
     step: bool = False,
+    recorded: bool = True,
 ) -> RunOutcome:
     """Run the engine on a started run, with its heartbeat, and record how it ended (or that
-    it waits at an approval node, or is paused at a breakpoint)."""
+    it waits at an approval node, or is paused at a breakpoint). `recorded`: whether the
+    run's row is written already (a direct run's is not: its recorder writes it)."""
     secrets = _secrets(prepared, arguments)
     recorder = HistoryRecorder(
         run,
@@ -366,6 +381,7 @@ def _execute(
         secrets,
         waiting_index=(len(resume.executions) if resume and resume.decision is not None else None),
         resumed=resume is not None,
+        recorded=recorded,
     )
     # Capped here, not when the version was saved: a workflow stored before a ceiling was
     # lowered still runs, within the ceiling in force now.
@@ -373,7 +389,7 @@ def _execute(
     # A resumed run's duration counts its time before the wait, not the wait.
     started = time.perf_counter() - (resume.elapsed_ms / 1000 if resume is not None else 0.0)
     calls_carry = lineage.downstream_lineage(run.lineage, run.workflow_name, run.pk)
-    with liveness.registry.watching(run.pk, cancel) as token, traced_run(run, recorder) as traced:
+    with liveness.registry.watching(run, cancel) as token, traced_run(run, recorder) as traced:
         try:
             result = execute(
                 prepared.compiled,
@@ -390,7 +406,7 @@ def _execute(
             )
         except GraphRunError as exc:
             error = ceiling_explained(exc, prepared.limits, limits)
-            return _finish(run, recorder, started, error=error)
+            return _finish(run, recorder, started, error=error, cancel_reason=token.reason)
         except Exception as exc:
             logger.exception("Run %s of %s failed unexpectedly", run.pk, run.workflow_name)
             message = f"Internal error ({exc.__class__.__name__}: {exc}); it is logged."
@@ -450,10 +466,11 @@ def _finish(
     result: Any = None,
     error: GraphRunError | None = None,
     failure: str = "",
+    cancel_reason: str = "",
 ) -> RunOutcome:
-    """Write the rest of the history and the run's outcome: its result, the engine's `error`,
-    or a `failure` outside the engine's making."""
-    recorder.flush()
+    """Write the rest of the history and the run's outcome, in one round trip: its result,
+    the engine's `error`, or a `failure` outside the engine's making. A run cancelled before
+    its row was written is written with the reason it was given (`cancel_reason`)."""
     run.finished_at = timezone.now()
     run.duration_ms = (time.perf_counter() - started) * 1000
     run.node_count = recorder.node_count
@@ -462,6 +479,8 @@ def _finish(
         run.status = _status_of(error)
         run.error = stored_error(str(error), recorder.secrets)
         run.error_node_id = error.node_id or ""
+        if run.status == Run.Status.CANCELLED and not run.cancel_reason:
+            run.cancel_reason = cancel_reason[:500]
     elif failure:
         run.status = Run.Status.FAILED
         run.error = stored_error(failure, recorder.secrets)
@@ -479,6 +498,6 @@ def _finish(
         "finished_at",
         "duration_ms",
     ]
-    reconnecting(lambda: run.save(update_fields=fields))
+    recorder.finish(fields)
     telemetry.run_finished(run)
     return RunOutcome(run.pk, run.status, result, run.error, run.error_node_id)

@@ -25,10 +25,11 @@ from django.db import close_old_connections
 from mcp import types
 
 from graphs.engine.nesting import MAX_DEPTH, deeper_than
-from graphs.execution.control import run_cancel
+from graphs.execution.control import RunNotFound, run_cancel
 from graphs.execution.follow import (
     ApprovalAwaited,
     NodeFinished,
+    RunEvent,
     RunStarted,
     RunWaiting,
     Threads,
@@ -44,6 +45,8 @@ from mcp_endpoint.jsonrpc.results import Era
 logger = logging.getLogger(__name__)
 
 Message = dict[str, Any]
+# How soon a call whose task is due asks again when its run had no row to name yet.
+TASK_AGAIN_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -135,10 +138,12 @@ async def _late_response(
     started: RunStarted | RunWaiting | None,
     task_due: bool,
     threads: Threads,
-) -> Message:
+) -> Message | None:
     """The response to a call whose run has not ended in time: a task handle when one is
     due, else a result saying that the run goes on (or that it could not even start: its
-    caller's share of the run threads was taken, or the server is overloaded)."""
+    caller's share of the run threads was taken, or the server is overloaded). None when the
+    task is due but its run has no row yet (a direct run before its first write,
+    graphs/execution/recorder.py): a task must name a run that any instance finds."""
     if isinstance(started, RunWaiting):
         return _tool_response(
             call,
@@ -159,9 +164,12 @@ async def _late_response(
             ),
         )
     if task_due:
-        handle = await threads.short(
-            partial(task_extension.created, started.run_id, call.request.caller)
-        )
+        try:
+            handle = await threads.short(
+                partial(task_extension.created, started.run_id, call.request.caller)
+            )
+        except RunNotFound:
+            return None
         return _response(call, handle)
     return _tool_response(
         call, workflow_answers.still_going(call.tool.name, started.run_id, started.status)
@@ -228,14 +236,22 @@ async def follow(call: WorkflowCall, threads: Threads) -> AsyncIterator[Message 
     waiting: RunWaiting | None = None
     response: Message | None = None
     count = 0  # nodes reported so far
+    # The next event, awaited across a deadline that passes without it: cancelling the read
+    # would end `events`, and a task that is due may have to wait for its run's row.
+    reading: asyncio.Task[RunEvent] | None = None
     try:
         while response is None:
             deadline = min(give_up_at, task_at if started is not None else math.inf)
-            try:
-                event = await asyncio.wait_for(anext(events), max(deadline - loop.time(), 0))
-            except TimeoutError:
+            reading = reading or asyncio.ensure_future(anext(events))
+            if not (await asyncio.wait({reading}, timeout=max(deadline - loop.time(), 0)))[0]:
                 task_due = loop.time() >= task_at
                 response = await _late_response(call, started or waiting, task_due, threads)
+                if response is None:
+                    task_at = loop.time() + TASK_AGAIN_SECONDS
+                continue
+            arrived, reading = reading, None
+            try:
+                event = arrived.result()
             except WorkflowCallError as exc:
                 response = _tool_response(call, workflow_answers.error_result(str(exc)))
             else:
@@ -264,6 +280,9 @@ async def follow(call: WorkflowCall, threads: Threads) -> AsyncIterator[Message 
                     response = await _ended(call, event.outcome, threads)
         yield response
     finally:
+        if reading is not None:
+            reading.cancel()  # ends `events`, as its caller leaving does
+            await asyncio.wait({reading})
         await events.aclose()
         if response is None and started is not None and call.cancel_on_disconnect:
             _cancel_in_background(started.run_id)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.test import TestCase
 
 from graphs.authoring.example_checks import examples_check
 from graphs.authoring.examples import (
@@ -117,8 +118,12 @@ def draft(**changes) -> WorkflowVersion:
 
 
 def no_server():
-    """The echo provider disabled: a check that called it would fail."""
-    Provider.objects.filter(name="echo").update(enabled=False)
+    """The echo provider disabled, as a save disables it (every process is told once it is
+    committed): a check that called it would fail."""
+    provider = Provider.objects.get(name="echo")
+    provider.enabled = False
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        provider.save()
 
 
 def test_a_run_becomes_an_example_with_its_loop_outputs_in_order(add_thrice):

@@ -47,15 +47,16 @@ def test_a_queued_run_is_executed_once_however_often_its_task_arrives(loops):
 
 
 def test_a_running_run_cancelled_in_its_process_stops_before_its_next_node(loops):
-    cancelled = []
+    started, cancelled = [], []
 
     def cancel_after_three_nodes(done: int, message: str) -> None:
         if done == 3 and not cancelled:
-            run_id = Run.objects.latest("pk").pk
-            cancelled.append(run_cancel(run_id=run_id, reason="the reviewer stopped it"))
+            cancelled.append(run_cancel(run_id=started[0], reason="the reviewer stopped it"))
 
     outcome = workflow_call(
-        RunRequest(name="sum_to", arguments={"n": 50}), progress=cancel_after_three_nodes
+        RunRequest(name="sum_to", arguments={"n": 50}),
+        progress=cancel_after_three_nodes,
+        started=started.append,
     )
 
     assert cancelled[0].status == Run.Status.RUNNING

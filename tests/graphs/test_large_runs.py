@@ -227,8 +227,8 @@ def test_the_ceilings_come_from_the_environment_and_zero_is_refused():
 def test_the_recorder_holds_a_bounded_batch_of_rows_however_fast_the_nodes(loops, monkeypatch):
     batches = []
     monkeypatch.setattr(
-        "graphs.execution.recorder.write_rows",
-        lambda rows: batches.append((len(rows), _bytes(rows))),
+        "graphs.execution.recorder.history_write",
+        lambda run, rows, then: batches.append((len(rows), _bytes(rows))),
     )
     run = run_create(RunRequest(name="sum_to", arguments={"n": 1}))
     recorder = HistoryRecorder(run)

@@ -112,7 +112,7 @@ def test_delete_cancels_the_sessions_queued_and_running_runs_and_nothing_else(
     sessionless = add_run(workflow, "", Run.Status.RUNNING)
 
     token = CancelToken()
-    with liveness.registry.watching(running.pk, token):
+    with liveness.registry.watching(running, token):
         assert delete(client, ended, key).status_code == 200
         # The running run executes in this process (a direct run): its engine is told at once.
         assert token.cancelled
