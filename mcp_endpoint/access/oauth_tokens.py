@@ -23,6 +23,9 @@ from mcp_endpoint.access.oauth_scopes import grantable_scopes
 from nodespecs.callers import Caller, actor_oauth
 
 REMEMBER_SECONDS = 10.0
+# Tokens rotate hourly, so a process would otherwise keep every token it ever saw: past this
+# many, the ones older than REMEMBER_SECONDS (of no use any more) are dropped.
+REMEMBERED_TOKENS = 10_000
 _remembered: dict[str, tuple[float, AccessToken]] = {}
 
 
@@ -49,8 +52,20 @@ def _token(raw: str) -> AccessToken | None:
     if token is None:
         _remembered.pop(checksum, None)
     else:
+        if len(_remembered) >= REMEMBERED_TOKENS:
+            _forget_stale(now)
         _remembered[checksum] = (now, token)
     return token
+
+
+def _forget_stale(now: float) -> None:
+    """Drop the tokens remembered longer than REMEMBER_SECONDS; all of them if that is not
+    enough (so many fresh tokens at once: each then costs one query again)."""
+    for checksum, (since, _) in list(_remembered.items()):
+        if now - since >= REMEMBER_SECONDS:
+            _remembered.pop(checksum, None)
+    if len(_remembered) >= REMEMBERED_TOKENS:
+        _remembered.clear()
 
 
 @receiver(post_delete, sender=AccessToken)

@@ -168,6 +168,19 @@ def test_a_revoked_token_is_refused_at_once_and_the_trail_says_so(client):
     assert AuditEvent.objects.filter(action=AuditEvent.Action.REVOKED).count() == 1
 
 
+def test_the_tokens_a_process_remembers_are_bounded(client, monkeypatch):
+    from mcp_endpoint.access import oauth_tokens
+
+    monkeypatch.setattr(oauth_tokens, "REMEMBERED_TOKENS", 2)
+    oauth_tokens._remembered.clear()
+    answer, client_id = tokens_for(client, person())
+    for _ in range(5):  # each refresh hands out a new access token, each call remembers it
+        assert call(client, answer["access_token"]).status_code == 200
+        assert len(oauth_tokens._remembered) <= 2
+        status, answer = refresh(client, client_id, answer["refresh_token"])
+        assert status == 200, answer
+
+
 def test_an_expired_token_is_refused_saying_so(client):
     answer, _ = tokens_for(client, person())
     AccessToken.objects.update(expires="2020-01-01T00:00:00Z")
