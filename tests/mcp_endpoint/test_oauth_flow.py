@@ -320,6 +320,24 @@ def test_registration_is_bounded(client):
     assert answer.json()["error"] == "invalid_client_metadata"
 
 
+def test_registrations_from_one_address_are_limited_per_minute(client):
+    for _ in range(10):
+        register(client)
+    answer = client.post(
+        "/register", json.dumps({"redirect_uris": [REDIRECT]}), content_type="application/json"
+    )
+    assert answer.status_code == 429
+    assert int(answer["Retry-After"]) >= 1
+    assert "Too many registrations" in answer.json()["error_description"]
+    other = client.post(
+        "/register",
+        json.dumps({"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"}),
+        content_type="application/json",
+        REMOTE_ADDR="10.0.0.9",
+    )
+    assert other.status_code == 201  # another address has its own count
+
+
 def test_a_registration_declared_too_large_is_refused_before_it_is_read(client):
     answer = client.generic(
         "POST", "/register", b"{}", content_type="application/json", CONTENT_LENGTH="3000000"
