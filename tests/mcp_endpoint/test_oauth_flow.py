@@ -383,3 +383,13 @@ def test_the_admin_lists_clients_and_tokens(client, admin_client):
     tokens = admin_client.get("/admin/oauth2_provider/accesstoken/")
     assert tokens.status_code == 200
     assert b"alice" in tokens.content
+
+
+def test_one_person_cannot_revoke_anothers_client(client):
+    answer, _ = tokens_for(client, person("alice"))
+    application_id = AccessToken.objects.get(user__isnull=False).application_id
+    client.force_login(person("bob"))
+    client.post(f"/oauth/connections/{application_id}/revoke")
+    assert b"Test client" not in client.get("/oauth/connections").content
+    assert call(client, answer["access_token"]).status_code == 200  # alice's still works
+    assert not AuditEvent.objects.filter(action=AuditEvent.Action.REVOKED).exists()
