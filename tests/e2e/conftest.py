@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -32,21 +35,90 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _database_url(tmp: Path, suffix: str = "e2e") -> str:
-    """SQLite in a temporary folder, or a fresh PostgreSQL database beside the test one
-    (named with `suffix`, so that suites with servers of their own do not share one)."""
-    base = os.environ.get("DATABASE_URL", "")
+def _server_env(database_url: str, **settings: str) -> dict[str, str]:
+    """The environment of a production start on `database_url`, with `settings` over it."""
+    return {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "DEBUG": "false",
+        "SECRET_KEY": "e2e-test-secret-key-" + "x" * 40,
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "SECURE_COOKIES": "false",
+        "SECURE_SSL_REDIRECT": "false",
+        **settings,
+    }
+
+
+@dataclass(frozen=True)
+class _Template:
+    """A database migrated, with the catalog loaded and two keys made: each server's database
+    starts as a copy of it (migrating and loading take 15 to 30 s a server on a busy machine,
+    a copy a fraction of a second)."""
+
+    location: str  # PostgreSQL: the database's name; SQLite: the file
+    key: str
+    read_only_key: str
+
+
+def _prepare(env: dict[str, str]) -> tuple[str, str]:
+    """Migrate the database of `env`, load the catalog, and make the two keys of a server."""
+    _manage(env, "migrate", "--verbosity", "0")
+    _manage(env, "load_node_specs")
+    key = _manage(env, "create_api_key", "--name", "e2e").strip().splitlines()[-1]
+    read_only = (
+        _manage(env, "create_api_key", "--name", "e2e-read", "--scopes", "tools:read")
+        .strip()
+        .splitlines()[-1]
+    )
+    return key, read_only
+
+
+@functools.cache
+def _template(base: str) -> _Template:
+    """This session's template for the databases beside `base` (DATABASE_URL, or "" for
+    SQLite), made on first use."""
     if not base.startswith("postgres"):
-        return f"sqlite:///{tmp / f'{suffix}.sqlite3'}"
+        path = Path(tempfile.mkdtemp(prefix="e2e-template-")) / "template.sqlite3"
+        return _Template(str(path), *_prepare(_server_env(f"sqlite:///{path}")))
     import psycopg
 
     parts = urlsplit(base)
-    name = parts.path.lstrip("/") + f"_{suffix}"
-    admin = urlunsplit(parts._replace(path="/postgres"))
-    with psycopg.connect(admin, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        connection.execute(f'CREATE DATABASE "{name}"')
-    return urlunsplit(parts._replace(path=f"/{name}"))
+    name = parts.path.lstrip("/") + "_e2e_template"
+    with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    return _Template(name, *_prepare(_server_env(urlunsplit(parts._replace(path=f"/{name}")))))
+
+
+# The databases copied from a template, by URL, with it: a server on one needs no preparing.
+_COPIES: dict[str, _Template] = {}
+
+
+def _database_url(tmp: Path, suffix: str = "e2e") -> str:
+    """A database of its own, migrated, with the catalog and the template's two keys: SQLite
+    in a temporary folder, or a PostgreSQL database beside the test one (named with `suffix`,
+    so that suites with servers of their own do not share one)."""
+    base = os.environ.get("DATABASE_URL", "")
+    template = _template(base if base.startswith("postgres") else "")
+    if not base.startswith("postgres"):
+        path = tmp / f"{suffix}.sqlite3"
+        path.unlink(missing_ok=True)
+        # The backup API, not a file copy: the template's last writes may be in its WAL file.
+        with sqlite3.connect(template.location) as source, sqlite3.connect(path) as copy:
+            source.backup(copy)
+        url = f"sqlite:///{path}"
+    else:
+        import psycopg
+
+        parts = urlsplit(base)
+        name = parts.path.lstrip("/") + f"_{suffix}"
+        admin = urlunsplit(parts._replace(path="/postgres"))
+        with psycopg.connect(admin, autocommit=True) as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            connection.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template.location}"')
+        url = urlunsplit(parts._replace(path=f"/{name}"))
+    _COPIES[url] = template
+    return url
 
 
 def _manage(env: dict[str, str], *args: str) -> str:
@@ -65,26 +137,14 @@ def create_key(server: LiveServer, name: str, scopes: str, *options: str) -> str
 
 
 def start_server(tmp: Path, **settings: str) -> Iterator[LiveServer]:
-    """Migrate, load the catalog, create keys, start uvicorn; stop it afterwards. A given
-    DATABASE_URL is used as it is (several servers may share one)."""
-    env = {
-        **os.environ,
-        "DATABASE_URL": settings.get("DATABASE_URL") or _database_url(tmp),
-        "DEBUG": "false",
-        "SECRET_KEY": "e2e-test-secret-key-" + "x" * 40,
-        "ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "SECURE_COOKIES": "false",
-        "SECURE_SSL_REDIRECT": "false",
-        **settings,
-    }
-    _manage(env, "migrate", "--verbosity", "0")
-    _manage(env, "load_node_specs")
-    key = _manage(env, "create_api_key", "--name", "e2e").strip().splitlines()[-1]
-    read_only = (
-        _manage(env, "create_api_key", "--name", "e2e-read", "--scopes", "tools:read")
-        .strip()
-        .splitlines()[-1]
-    )
+    """Start uvicorn on a database of its own (or a given DATABASE_URL, as it is: several
+    servers may share one), migrated, with the catalog and two keys; stop it afterwards."""
+    env = _server_env(settings.pop("DATABASE_URL", "") or _database_url(tmp), **settings)
+    template = _COPIES.get(env["DATABASE_URL"])
+    if template is not None:
+        key, read_only = template.key, template.read_only_key
+    else:
+        key, read_only = _prepare(env)
     port = _free_port()
     log = open(tmp / "uvicorn.log", "wb")  # noqa: SIM115 (closed after the server stops)
     server = subprocess.Popen(
