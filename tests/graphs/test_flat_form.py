@@ -86,9 +86,10 @@ def test_sharing_out_grows_with_the_nodes_not_tools_times_nodes():
             {"id": f"x{i}", "type": "exit", "tool": f"t{i}"},
         ]
 
-    started = time.perf_counter()
+    # CPU time, not the wall's: a loaded machine must not fail a bound on the work done.
+    started = time.process_time()
     nested, problems = nested_form({"tools": tools, "nodes": nodes})
 
-    assert time.perf_counter() - started < 1.0
+    assert time.process_time() - started < 1.0
     assert not problems
     assert [node["id"] for node in nested["tools"][4321]["nodes"]] == ["e4321", "x4321"]
