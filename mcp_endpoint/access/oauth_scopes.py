@@ -3,8 +3,8 @@
 An API key's scopes are set by the operator who creates it; an OAuth token's are chosen by
 the person who signs in on the consent page, so each scope asks of that person the Django
 permission behind the same right in the admin. Checked when they consent, and again on every
-call made with the token, so a right taken away is gone at once from the tokens it let them
-grant.
+call made with the token, so a right taken away leaves the tokens it let them grant as soon as
+the process's memory of the token ends (oauth_tokens.REMEMBER_SECONDS, 10 s).
 """
 
 from __future__ import annotations

@@ -2,10 +2,11 @@
 
 A token is accepted at the one MCP endpoint it was issued for (RFC 8707: `/mcp/a`'s token is
 refused at `/mcp/b`), until it expires or is revoked. Its caller acts for the user who
-consented, with the scopes granted that the user may still give (`oauth_scopes`): a right
-taken from the user is gone from their tokens at once. Like an API key, a token found valid
-is trusted for a few seconds without asking the database again; revoking one clears this
-process at once, and other processes within REMEMBER_SECONDS.
+consented, with the scopes granted that the user may still give (`oauth_scopes`). Like an API
+key, a token found valid is trusted for a few seconds without asking the database again, its
+user's rights with it: revoking a token clears this process at once, and other processes
+within REMEMBER_SECONDS; a right taken from the user leaves their tokens within
+REMEMBER_SECONDS, in every process.
 """
 
 from __future__ import annotations

@@ -192,13 +192,17 @@ def test_an_expired_token_is_refused_saying_so(client):
     assert "expired" in rpc_error(refused)["message"]
 
 
-def test_a_right_taken_from_the_user_is_gone_from_their_token_at_once(client):
+def test_a_right_taken_from_the_user_leaves_their_token_once_the_process_asks_again(
+    client, monkeypatch
+):
     alice = person("alice", "graphs.view_run")
     answer, _ = tokens_for(client, alice, scope="tools:read runs:read")
+    assert call(client, answer["access_token"]).status_code == 200  # remembered, rights too
     alice.user_permissions.clear()
     from mcp_endpoint.access import oauth_tokens
 
-    oauth_tokens._remembered.clear()
+    # The REMEMBER_SECONDS a process trusts a checked token (and its user's rights) are over.
+    monkeypatch.setattr(oauth_tokens, "REMEMBER_SECONDS", 0.0)
     refused = call(client, answer["access_token"])
     assert refused.status_code == 403  # tools:read went with the permission to connect
 
