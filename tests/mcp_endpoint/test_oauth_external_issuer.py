@@ -414,11 +414,12 @@ def test_a_key_set_over_the_size_bound_is_refused_naming_it(client, issuer, alic
 
 def test_a_slow_issuer_is_given_up_on(client, issuer, alice, monkeypatch):
     monkeypatch.setattr(external_tokens, "FETCH_SECONDS", 0.3)
-    issuer.delay = 1.0
+    issuer.delay = 3.0
     started = time.monotonic()
     message = refusal(call(client, issuer.token()))
     assert "could not be reached" in message
-    assert time.monotonic() - started < 1.0
+    # Given up near 0.3 s; the margin to the issuer's 3 s is for a loaded machine.
+    assert time.monotonic() - started < 2.0
 
 
 def test_a_redirect_is_not_followed(client, issuer, alice):
