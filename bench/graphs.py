@@ -1,6 +1,7 @@
 """Benchmark of graph workflows against mcpGraph, the reference implementation of the format.
 
     .venv/bin/python bench/graphs.py [--calls 50] [--sections engine,endpoint,pool] [--sqlite]
+        [--transport http|stdio]
 
 Needs: the project's venv (the start command's is enough); Node and npm (mcpGraph is
 installed from npm on first use); for `endpoint` and `pool`, PostgreSQL (`DATABASE_URL`,
@@ -26,8 +27,13 @@ Sections:
   through `/mcp` with the server's connection pooled, against mcpGraph's warm call, and a
   downstream `list_directory` through our pool against spawning the server for each call.
 
-Both servers get the same thin client: one JSON-RPC request at a time, timed from send to
-answer. Ratios are ours / mcpGraph in time (below 1: we are faster).
+`--transport` chooses how `endpoint` and `pool` reach ours: `http` (the default, the production
+figure) as above; `stdio`, `manage.py mcp_stdio` (the transport desktop clients start, with the
+production start's environment: DEBUG=false, the same database) spoken to by the very client
+that speaks to mcpGraph: like for like, both over stdio, both initialized with 2025-06-18.
+
+Each server gets one thin client: one JSON-RPC request at a time, timed from send to answer.
+Ratios are ours / mcpGraph in time (below 1: we are faster).
 """
 
 from __future__ import annotations
@@ -111,28 +117,41 @@ def _no_calls(*args: Any) -> Any:
 # ---------------------------------------------------------------------------- servers
 
 
+MANAGE = [PYTHON, str(ROOT / "manage.py")]
+
+
+def production_env(database_url: str) -> dict[str, str]:
+    """The environment of a production start of ours on `database_url`."""
+    env = {
+        **os.environ,
+        "DEBUG": "false",
+        "SECRET_KEY": secrets.token_urlsafe(40),
+        "DATABASE_URL": database_url,
+        "ALLOWED_HOSTS": "127.0.0.1",
+        # Plain HTTP on loopback: no redirect to HTTPS.
+        "SECURE_SSL_REDIRECT": "false",
+    }
+    env.pop("REDIS_URL", None)
+    return env
+
+
+def prepare(env: dict[str, str], graph_files: list[Path]) -> None:
+    """Migrate the database of `env` and import the graph files into it."""
+    _checked([*MANAGE, "migrate", "--no-input"], env)
+    for path in graph_files:
+        _checked([*MANAGE, "import_graph", str(path)], env)
+
+
 class Ours:
     """A production start of Switchyard under uvicorn on a prepared database (PostgreSQL)."""
 
     def __init__(self, workdir: Path, graph_files: list[Path], database_url: str):
         self.port = _free_port()
-        self.env = {
-            **os.environ,
-            "DEBUG": "false",
-            "SECRET_KEY": secrets.token_urlsafe(40),
-            "DATABASE_URL": database_url,
-            "ALLOWED_HOSTS": "127.0.0.1",
-            # Plain HTTP on loopback: no redirect to HTTPS.
-            "SECURE_SSL_REDIRECT": "false",
-        }
-        self.env.pop("REDIS_URL", None)
-        manage = [PYTHON, str(ROOT / "manage.py")]
-        _checked([*manage, "migrate", "--no-input"], self.env)
-        for path in graph_files:
-            _checked([*manage, "import_graph", str(path)], self.env)
+        self.env = production_env(database_url)
+        prepare(self.env, graph_files)
         key = (
             _checked(
-                [*manage, "create_api_key", "--name", "bench-graphs", "--rate-limit", "1000000"],
+                [*MANAGE, "create_api_key", "--name", "bench-graphs", "--rate-limit", "1000000"],
                 self.env,
             )
             .strip()
@@ -185,34 +204,19 @@ class Ours:
         self.process.wait(timeout=15)
 
 
-class Peer:
-    """mcpGraph serving a graph file over stdio, spoken to in JSON-RPC lines."""
+class StdioServer:
+    """A server started as `command`, spoken to in JSON-RPC lines on its stdin and stdout,
+    initialized as a 2025-06-18 client."""
 
-    def __init__(self, graph_file: Path, env: dict[str, str] | None = None):
-        main = PEER_HOME / "node_modules" / "mcpgraph" / "dist" / "main.js"
-        if not main.is_file():
-            PEER_HOME.mkdir(parents=True, exist_ok=True)
-            subprocess.run(
-                [
-                    "npm",
-                    "install",
-                    "--prefix",
-                    str(PEER_HOME),
-                    "--no-audit",
-                    "--no-fund",
-                    f"mcpgraph@{PEER_VERSION}",
-                ],
-                check=True,
-                capture_output=True,
-            )
+    def __init__(self, command: list[str], cwd: Path, env: dict[str, str]):
         self.process = subprocess.Popen(
-            ["node", str(main), "-g", str(graph_file)],
-            cwd=graph_file.parent,
+            command,
+            cwd=cwd,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
-            env={**os.environ, **(env or {})},
+            env=env,
         )
         self._next_id = 0
         self._request(
@@ -235,7 +239,10 @@ class Peer:
         self._send({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params})
         assert self.process.stdout is not None
         while True:
-            message = json.loads(self.process.stdout.readline())
+            line = self.process.stdout.readline()
+            if not line:
+                raise SystemExit(f"{' '.join(self.process.args)} exited: its stdout ended")
+            message = json.loads(line)
             if message.get("id") == self._next_id:
                 return message
 
@@ -247,6 +254,41 @@ class Peer:
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(timeout=15)
+
+
+def start_peer(graph_file: Path, env: dict[str, str] | None = None) -> StdioServer:
+    """mcpGraph serving a graph file over stdio."""
+    main = PEER_HOME / "node_modules" / "mcpgraph" / "dist" / "main.js"
+    if not main.is_file():
+        PEER_HOME.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [
+                "npm",
+                "install",
+                "--prefix",
+                str(PEER_HOME),
+                "--no-audit",
+                "--no-fund",
+                f"mcpgraph@{PEER_VERSION}",
+            ],
+            check=True,
+            capture_output=True,
+        )
+    return StdioServer(
+        ["node", str(main), "-g", str(graph_file)], graph_file.parent, {**os.environ, **(env or {})}
+    )
+
+
+def start_ours(
+    transport: str, workdir: Path, graph_files: list[Path], database_url: str
+) -> Ours | StdioServer:
+    """Ours serving the graph files: a production start under uvicorn (`http`), or
+    `manage.py mcp_stdio` with the same environment (`stdio`)."""
+    if transport == "http":
+        return Ours(workdir, graph_files, database_url)
+    env = production_env(database_url)
+    prepare(env, graph_files)
+    return StdioServer([*MANAGE, "mcp_stdio"], ROOT, env)
 
 
 def _tool_value(answer: dict[str, Any], name: str) -> Any:
@@ -367,9 +409,9 @@ def compare(
     return lines
 
 
-def bench_endpoint(workdir: Path, calls: int, database_url: str) -> list[str]:
-    ours = Ours(workdir, [FILES / "loop.yaml"], database_url)
-    peer = Peer(FILES / "loop.yaml")
+def bench_endpoint(workdir: Path, calls: int, database_url: str, transport: str) -> list[str]:
+    ours = start_ours(transport, workdir, [FILES / "loop.yaml"], database_url)
+    peer = start_peer(FILES / "loop.yaml")
     try:
         cases = [("chain10", "chain10", {"x": 3}, {"x": 35}, calls)]
         cases += [
@@ -388,7 +430,7 @@ def bench_endpoint(workdir: Path, calls: int, database_url: str) -> list[str]:
         peer.stop()
 
 
-def bench_pool(workdir: Path, calls: int, database_url: str) -> list[str]:
+def bench_pool(workdir: Path, calls: int, database_url: str, transport: str) -> list[str]:
     filesystem = _filesystem_server()
     counting = workdir / "tests" / "counting"
     counting.mkdir(parents=True)
@@ -397,8 +439,8 @@ def bench_pool(workdir: Path, calls: int, database_url: str) -> list[str]:
     count_files = workdir / "count_files.yaml"
     count_files.write_text((ROOT / "tests" / "graphs" / "engine" / "count_files.yaml").read_text())
     os.environ.update(_npx_offline_env())
-    ours = Ours(workdir, [count_files], database_url)
-    peer = Peer(count_files, _npx_offline_env())
+    ours = start_ours(transport, workdir, [count_files], database_url)
+    peer = start_peer(count_files, _npx_offline_env())
     arguments = {"directory": str(counting)}
     try:
         lines = compare(
@@ -470,8 +512,16 @@ def main() -> None:
         action="store_true",
         help="ours on a throwaway SQLite file instead of PostgreSQL (DATABASE_URL)",
     )
+    parser.add_argument(
+        "--transport",
+        choices=("http", "stdio"),
+        default="http",
+        help="how endpoint and pool reach ours: uvicorn over HTTP (the production figure) "
+        "or manage.py mcp_stdio",
+    )
     options = parser.parse_args()
     sections = options.sections.split(",")
+    reached = "/mcp" if options.transport == "http" else "manage.py mcp_stdio"
     print(f"# bench/graphs.py, {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores\n")
     with tempfile.TemporaryDirectory(prefix="bench-graphs-") as tmp:
         workdir = Path(tmp)
@@ -488,16 +538,16 @@ def main() -> None:
             print("## Engine (in-process, no observer)\n", *bench_engine(), "", sep="\n")
         if "endpoint" in sections:
             print(
-                f"## Through /mcp, history on {database_url.split(':')[0]}, "
+                f"## Ours through {reached}, history on {database_url.split(':')[0]}, "
                 "against mcpGraph over stdio\n",
-                *bench_endpoint(workdir, options.calls, database_url),
+                *bench_endpoint(workdir, options.calls, database_url, options.transport),
                 "",
                 sep="\n",
             )
         if "pool" in sections:
             print(
-                "## count_files against server-filesystem\n",
-                *bench_pool(workdir, options.calls, database_url),
+                f"## count_files against server-filesystem, ours through {reached}\n",
+                *bench_pool(workdir, options.calls, database_url, options.transport),
                 "",
                 sep="\n",
             )

@@ -13,6 +13,9 @@ its messages written as they come: a workflow call's progress, the requests a ca
 client (whose answers come back as lines of their own), then its response. The connection is
 a session of its own: once stdin has ended and the requests sent are answered, the workflow
 runs its calls started that still go on (queued ones, in their workers) are cancelled.
+
+Its threads keep their database connections from one request to the next, each dropped before
+a request if it broke or is past CONN_MAX_AGE, and close them when the connection ends.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import asyncio
 import json
 import logging
 import secrets
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +32,8 @@ from functools import partial
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import connections
+from django.db import close_old_connections, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 from mcp import types
 from mcp.shared import inbound as envelope
 
@@ -68,19 +73,39 @@ def _error(request_id: Any, code: int, message: str, data: Any = None) -> Messag
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
-def _on_thread(pool: ThreadPoolExecutor) -> Callable[[Callable[[], T]], Awaitable[T]]:
-    """Run blocking work on `pool`, each piece closing the database connection it opened:
-    the pool's threads end with the connection, and nothing else would close theirs (a desktop
-    client's database is mostly SQLite, where connecting costs little)."""
+class _PoolConnections:
+    """The database connections of the pools' threads, each kept from one job to the next as
+    Django keeps a request thread's (connecting to PostgreSQL costs milliseconds, more than
+    the rest of a short call), and closed when the pools have ended."""
 
-    def work(job: Callable[[], T]) -> T:
-        try:
-            return job()
-        finally:
-            connections.close_all()
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kept: dict[int, BaseDatabaseWrapper] = {}
 
-    loop = asyncio.get_running_loop()
-    return lambda job: loop.run_in_executor(pool, work, job)
+    def on_thread(self, pool: ThreadPoolExecutor) -> Callable[[Callable[[], T]], Awaitable[T]]:
+        """Run blocking work on `pool`. Before each job a connection that broke (the database
+        restarted, say) or outlived CONN_MAX_AGE is dropped, as between two requests, and the
+        health check of CONN_HEALTH_CHECKS runs again at its first query: the job then works
+        on a new one."""
+
+        def work(job: Callable[[], T]) -> T:
+            close_old_connections()
+            try:
+                return job()
+            finally:
+                opened = connections.all(initialized_only=True)
+                with self._lock:
+                    self._kept.update((id(connection), connection) for connection in opened)
+
+        loop = asyncio.get_running_loop()
+        return lambda job: loop.run_in_executor(pool, work, job)
+
+    def close(self) -> None:
+        """Close the connections kept, once the threads that opened them have ended (hence
+        the sharing: a connection otherwise refuses any thread but its own)."""
+        for connection in self._kept.values():
+            connection.inc_thread_sharing()
+            connection.close()
 
 
 class StdioConnection:
@@ -232,32 +257,49 @@ async def serve(
     def write(message: Message) -> None:
         write_line(encode_json_ascii(message).decode())
 
-    with (
-        ThreadPoolExecutor(4, thread_name_prefix="stdio") as short,
-        ThreadPoolExecutor(settings.GRAPHS_DIRECT_RUN_THREADS, thread_name_prefix="run") as runs,
-    ):
-        threads = Threads(short=_on_thread(short), run=_on_thread(runs))
-        connection = StdioConnection(write, threads, group)
+    database = _PoolConnections()
+    try:
+        with (
+            ThreadPoolExecutor(4, thread_name_prefix="stdio") as short,
+            ThreadPoolExecutor(
+                settings.GRAPHS_DIRECT_RUN_THREADS, thread_name_prefix="run"
+            ) as runs,
+        ):
+            threads = Threads(short=database.on_thread(short), run=database.on_thread(runs))
+            await _answer_lines(read_line, write, StdioConnection(write, threads, group))
+    finally:
+        # The pools have ended, and their threads with them. Off the event loop: Django
+        # refuses to close a connection in a thread that runs one.
+        await asyncio.to_thread(database.close)
 
-        async def announce() -> None:
-            watcher = list_changes.ListWatcher(list_changes.Watch(group), threads)
-            async for method in watcher.changes():
-                if connection.version is not None:  # after initialize (2025 revisions)
-                    write({"jsonrpc": "2.0", "method": method})
 
-        watching = asyncio.create_task(announce())
-        try:
-            while line := await read_line():
-                if line.strip():
-                    await connection.receive(line)
-            # The input ended: a client that sent its requests and closed stdin (a pipe)
-            # still gets their answers.
-            await asyncio.gather(*connection.answering, return_exceptions=True)
-        finally:
-            watching.cancel()
-            for task in connection.answering:
-                task.cancel()
-            end = partial(
-                sessions.session_end, connection.session_id, reason="The stdio client went away"
-            )
-            await threads.short(end)
+async def _answer_lines(
+    read_line: Callable[[], Awaitable[str]],
+    write: Callable[[Message], None],
+    connection: StdioConnection,
+) -> None:
+    """The lines of `connection` answered until the input ends, then its session ended."""
+    threads = connection.threads
+
+    async def announce() -> None:
+        watcher = list_changes.ListWatcher(list_changes.Watch(connection.group), threads)
+        async for method in watcher.changes():
+            if connection.version is not None:  # after initialize (2025 revisions)
+                write({"jsonrpc": "2.0", "method": method})
+
+    watching = asyncio.create_task(announce())
+    try:
+        while line := await read_line():
+            if line.strip():
+                await connection.receive(line)
+        # The input ended: a client that sent its requests and closed stdin (a pipe) still
+        # gets their answers.
+        await asyncio.gather(*connection.answering, return_exceptions=True)
+    finally:
+        watching.cancel()
+        for task in connection.answering:
+            task.cancel()
+        end = partial(
+            sessions.session_end, connection.session_id, reason="The stdio client went away"
+        )
+        await threads.short(end)

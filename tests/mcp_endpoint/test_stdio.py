@@ -1,6 +1,7 @@
 """stdio through the protocol core, in process: a workflow call streams its progress, a call
 may ask the client for input (its answer comes back as a line), requests are answered
-concurrently, and the connection's runs end with it."""
+concurrently, the connection's runs end with it, and its threads keep their database
+connections from one request to the next."""
 
 from __future__ import annotations
 
@@ -9,10 +10,16 @@ import io
 import json
 import logging
 import sys
+import threading
+import time
 from typing import Any
 
+import psycopg
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.signals import connection_created
 from mcp import types
 
 from graphs.models import Run
@@ -235,3 +242,108 @@ def test_the_stdio_command_serves_one_group_named_with_group(committed, loops, m
         call_command("mcp_stdio", "--group", "no-such-group")
     with pytest.raises(CommandError, match="unrecognized arguments: --server"):
         call_command("mcp_stdio", "--server", "loops")
+
+
+def call_sum_to(request_id: int) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": "sum_to", "arguments": {"n": 2}},
+    }
+
+
+@pytest.fixture
+def on_postgresql(committed):
+    """SQLite's in-memory test database ignores closing (it would be lost), so what these
+    tests count and break is PostgreSQL's."""
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL; set DATABASE_URL to run it")
+
+
+@pytest.fixture
+def pool_connections(settings):
+    """The database connections opened on the stdio pools' threads (a connection reopened
+    counts again), with two run threads: at most six threads in all."""
+    settings.GRAPHS_DIRECT_RUN_THREADS = 2
+    opened: list[BaseDatabaseWrapper] = []
+
+    def note(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
+        if threading.current_thread().name.startswith(("stdio_", "run_")):
+            opened.append(connection)
+
+    connection_created.connect(note)
+    yield opened
+    connection_created.disconnect(note)
+
+
+def test_a_stdio_connection_keeps_its_database_connections_until_it_ends(
+    on_postgresql, loops, pool_connections
+):
+    """Connecting to PostgreSQL costs milliseconds, more than the rest of a short call
+    (docs/benchmarks.md, issue 31, item 3): a thread connects once, not per request."""
+    calls = 20
+
+    async def scenario() -> list[dict[str, Any]]:
+        client = Client()
+        serving = asyncio.create_task(serve(client.read_line, client.write_line))
+        client.send(INITIALIZE)
+        await client.wait_for(answer_to(0))
+        answers = []
+        for request_id in range(1, calls + 1):
+            client.send(call_sum_to(request_id))
+            answers.append(await client.wait_for(answer_to(request_id)))
+        client.close()
+        await serving
+        return answers
+
+    answers = asyncio.run(scenario())
+
+    assert [answer["result"]["structuredContent"]["sum"] for answer in answers] == [3] * calls
+    assert Run.objects.filter(status=Run.Status.SUCCEEDED).count() == calls
+    # At most one per thread (4 short, 2 run), where it was one per request or more.
+    assert 0 < len(pool_connections) <= 6
+    assert all(opened.connection is None for opened in pool_connections), "left open"
+
+
+def wait_ended(dsn: str, pids: list[int]) -> None:
+    """End the database sessions `pids` as a restart would, and wait until they are gone."""
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", [pids])
+        deadline = time.monotonic() + 10
+        while admin.execute(
+            "SELECT 1 FROM pg_stat_activity WHERE pid = ANY(%s)", [pids]
+        ).fetchone():
+            assert time.monotonic() < deadline, "the sessions did not end"
+            time.sleep(0.02)
+
+
+def test_a_stdio_connection_answers_after_the_database_ended_its_sessions(
+    on_postgresql, loops, pool_connections
+):
+    """A database restart under a long-lived stdio process: the next request works, on new
+    connections (no restart of the process, no failing request)."""
+    connection.ensure_connection()
+    dsn = connection.connection.info.dsn
+
+    async def scenario() -> tuple[list[int], list[dict[str, Any]]]:
+        client = Client()
+        serving = asyncio.create_task(serve(client.read_line, client.write_line))
+        client.send(INITIALIZE)
+        await client.wait_for(answer_to(0))
+        client.send(call_sum_to(1))
+        answers = [await client.wait_for(answer_to(1))]
+        pids = [opened.connection.info.backend_pid for opened in pool_connections]
+        wait_ended(dsn, pids)
+        for request_id in (2, 3):
+            client.send(call_sum_to(request_id))
+            answers.append(await client.wait_for(answer_to(request_id)))
+        client.close()
+        await serving
+        return pids, answers
+
+    pids, answers = asyncio.run(scenario())
+
+    assert pids, "no connection was opened on the pools' threads"
+    assert [answer["result"]["structuredContent"]["sum"] for answer in answers] == [3, 3, 3]
+    assert Run.objects.filter(status=Run.Status.SUCCEEDED).count() == 3
