@@ -32,13 +32,14 @@ from urllib.parse import parse_qs
 
 from django.conf import settings
 from django.core.exceptions import SynchronousOnlyOperation
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 
 from graphs.execution.direct_turns import CallerShares
 from graphs.execution.follow import Threads
 from graphs.execution.toolset import refresh_workflow_tools, workflow_tools
 from mcp_endpoint.access.auth import presented_key
 from mcp_endpoint.features.tools import TOOLS
+from mcp_endpoint.jsonrpc.errors import unavailable_errors
 from mcp_endpoint.observability import request_metrics
 from mcp_endpoint.observability.facts import Facts
 from mcp_endpoint.transports import admission, event_stream, http_messages, sse, streamable_http
@@ -89,12 +90,29 @@ def _work(work: Callable[[], Result]) -> Result:
     if now - getattr(_local, "recycled_at", 0.0) > _RECYCLE_SECONDS:
         close_old_connections()
         _local.recycled_at = now
+    else:
+        _drop_broken_connections()
     # Bring the catalog and workflow snapshots up to date while on a thread that may query: a
     # request sent here because one was due for its check then leaves the next second's
     # requests to the event loop, even when it does not read that snapshot itself.
-    refresh_registry()
-    refresh_workflow_tools()
+    try:
+        refresh_registry()
+        refresh_workflow_tools()
+    except unavailable_errors():
+        # The snapshots are kept as they were. A connection that broke here (the database
+        # restarted, or ended its session) is dropped, so that the work connects anew.
+        logger.warning("Could not refresh the snapshots", exc_info=True)
+        _drop_broken_connections()
     return work()
+
+
+def _drop_broken_connections() -> None:
+    """Close this thread's database connections that failed since their last check and no
+    longer answer, rather than at the thread's next recycling: looked at only after an error,
+    so that a healthy connection costs no round trip."""
+    for connection in connections.all(initialized_only=True):
+        if connection.errors_occurred:
+            connection.close_if_unusable_or_obsolete()
 
 
 async def _read_body(receive: Receive, declared: str | None) -> bytes | None:
