@@ -346,8 +346,16 @@ def _answer(request: Request, trace_id: str, span: Any) -> Reply:
 
 def _answered(request: Request, trace_id: str, span: Any) -> Reply:
     method, params, version = request.method, request.params, request.version
-    refuse_deep_params(method, params)
     request_id = request.request_id
+    kept = _kept_answer(request)
+    if kept is not None and kept.answer is not None:
+        # The same params were answered before, so they pass the checks of params (depth,
+        # parsing) as they did then; only the caller is new, and its scopes are checked as
+        # the call's would be.
+        _check_scope(method, request.caller)
+        dispatch.check_tool_scope(params["name"], request.group, request.caller)
+        return Answered(request_id, kept.answer, trace_id=trace_id)
+    refuse_deep_params(method, params)
     if version in MODERN_PROTOCOL_VERSIONS and method in task_extension.METHODS:
         _check_scope(method, request.caller)
         context = _context(request, trace_id)
@@ -355,13 +363,6 @@ def _answered(request: Request, trace_id: str, span: Any) -> Reply:
             params, context.client_capabilities, request.caller.actor
         )
         return Answered(request_id, context.era.shape_modern(method, answer), trace_id=trace_id)
-    kept = _kept_answer(request)
-    if kept is not None and kept.answer is not None:
-        # The same params were answered before, so they parse as they did then; only the
-        # caller is new, and its scopes are checked as the call's would be.
-        _check_scope(method, request.caller)
-        dispatch.check_tool_scope(params["name"], request.group, request.caller)
-        return Answered(request_id, kept.answer, trace_id=trace_id)
     try:
         parsed = methods.parse_client_request(method, version, params)
     except KeyError:
