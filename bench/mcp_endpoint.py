@@ -76,7 +76,8 @@ MODERN_META = {
 TOOL_ARGUMENTS = {"nodes": [{"node_type": "ACTION", "subtype": "HTTP_REQUEST"}]}
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 TARGETS = {16: 2.0, 1: 2.0}  # concurrency → ours/peer throughput (issue 15: at least 2.0x)
-FLOOR_TARGETS = {16: 0.5}  # concurrency → ours/floor throughput (issue 31, item 4)
+# (method, concurrency) → ours/floor throughput (issue 31, item 4: knowledge calls)
+FLOOR_TARGETS = {("tools/call", 16): 0.5}
 FLOOR = "floor"
 # Seconds per run and rounds per cell. The default is a quick look (8 cells, 3 servers, 2 s
 # each, plus the start: about 90 s); steady figures need longer runs: --long, or the
@@ -632,7 +633,7 @@ def report(cells: list[Cell], ours: list[str], peers: list[str], markdown: bool)
     for cell in cells:
         if FLOOR not in cell.runs:
             continue
-        target = FLOOR_TARGETS.get(cell.concurrency)
+        target = FLOOR_TARGETS.get((cell.method, cell.concurrency))
         for label in ours:
             if label in cell.runs:
                 ratio = cell.ratio(label, FLOOR)
