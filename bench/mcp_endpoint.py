@@ -1,4 +1,4 @@
-"""Benchmark of the MCP endpoint over HTTP against the official SDK: `python bench/mcp_endpoint.py`.
+"""The MCP endpoint over HTTP against the official SDK and a floor: `python bench/mcp_endpoint.py`.
 
     .venv/bin/python bench/mcp_endpoint.py            # a quick look: about 90 s
     .venv/bin/python bench/mcp_endpoint.py --long     # the figures' length: about 10 minutes
@@ -23,6 +23,10 @@ ACTION/HTTP_REQUEST) and `tools/list`, at each concurrency, in both protocol era
 - the peers: `bench/sdk_peer_server.py`, the same tool and data on the SDK's `MCPServer`
   under the same uvicorn, stateless (`--peer-workers`, default as ours) and stateful (one
   worker: its sessions live in process memory), both with JSON responses.
+- the floor: `bench/floor_server.py`, a bare ASGI app (no Django, no framework) under the same
+  uvicorn, answering every request of a cell with the bytes ours answered to the cell's first
+  request (captured at the start of the cell): what the machine allows, so ours/floor is the
+  share of it that ours answers (issue 31, item 4: at least 0.5 at c16).
 - ours again with other settings, as `--peers metrics-off` (`METRICS_ENABLED=false`),
   `json-logs` (`LOG_FORMAT=json`) or `tracing-on` (a span per request exported by the SDK's
   BatchSpanProcessor over OTLP/HTTP to `bench/otlp_sink.py`, a stand-in collector): what the
@@ -72,6 +76,9 @@ MODERN_META = {
 TOOL_ARGUMENTS = {"nodes": [{"node_type": "ACTION", "subtype": "HTTP_REQUEST"}]}
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 TARGETS = {16: 2.0, 1: 2.0}  # concurrency → ours/peer throughput (issue 15: at least 2.0x)
+# (method, concurrency) → ours/floor throughput (issue 31, item 4: knowledge calls)
+FLOOR_TARGETS = {("tools/call", 16): 0.5}
+FLOOR = "floor"
 # Seconds per run and rounds per cell. The default is a quick look (8 cells, 3 servers, 2 s
 # each, plus the start: about 90 s); steady figures need longer runs: --long, or the
 # lengths docs/benchmarks.md names.
@@ -112,7 +119,7 @@ class Server:
     """One HTTP server under test (its own process group) and how to talk to it."""
 
     label: str
-    kind: str  # "ours" or "sdk"
+    kind: str  # "ours", "sdk" or "floor"
     port: int
     command: list[str]
     env: dict[str, str]
@@ -285,8 +292,8 @@ def open_legacy_session(server: Server) -> None:
         raise SystemExit(f"{server.label}: notifications/initialized answered {status}: {body!r}")
 
 
-def verify(server: Server, era: str, method: str) -> int:
-    """One request, checked for the right content; returns the response size in bytes."""
+def verify(server: Server, era: str, method: str) -> bytes:
+    """One request, checked for the right content; returns the answer's bytes."""
     status, _, raw = post(server, request_headers(server, era, method), request_body(era, method))
     problem = None
     try:
@@ -315,7 +322,19 @@ def verify(server: Server, era: str, method: str) -> int:
             problem = f"get_node_details not listed ({names})"
     if problem:
         raise SystemExit(f"{server.label} {era} {method}: {problem}: {raw[:400]!r}")
-    return len(raw)
+    return raw
+
+
+def floor_answer_set(server: Server, answer: bytes) -> None:
+    """Have the floor answer `answer` to every request from now on."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        conn.request("PUT", "/floor/answer", body=answer)
+        status = conn.getresponse().status
+    finally:
+        conn.close()
+    if status != 204:
+        raise SystemExit(f"{server.label}: setting its answer answered {status}")
 
 
 # ---------------------------------------------------------------------------- wrk
@@ -596,8 +615,9 @@ def report(cells: list[Cell], ours: list[str], peers: list[str], markdown: bool)
     out.append("Targets (ours / the faster peer in the cell, mean req/s over rounds):")
     for cell in cells:
         target = TARGETS.get(cell.concurrency)
-        # The SDK's servers only: ours with other settings (OURS_VARIANTS) is no peer to beat.
-        present = [p for p in peers if p in cell.runs and not p.startswith("ours-")]
+        # The SDK's servers only: ours with other settings (OURS_VARIANTS) and the floor are
+        # no peers to beat.
+        present = [p for p in peers if p in cell.runs and not p.startswith("ours-") and p != FLOOR]
         if target is None or not present:
             continue
         best = max(present, key=cell.rps)
@@ -608,6 +628,20 @@ def report(cells: list[Cell], ours: list[str], peers: list[str], markdown: bool)
                 out.append(
                     f"  {cell.era:6} {cell.method:10} c{cell.concurrency:<3} {label}: "
                     f"{ratio:.2f}x {best} (target {target}x) {verdict}"
+                )
+    out.append("Ours / the floor (a bare ASGI app answering ours' bytes), mean req/s over rounds:")
+    for cell in cells:
+        if FLOOR not in cell.runs:
+            continue
+        target = FLOOR_TARGETS.get((cell.method, cell.concurrency))
+        for label in ours:
+            if label in cell.runs:
+                ratio = cell.ratio(label, FLOOR)
+                verdict = "" if target is None else (" met" if ratio >= target else " MISSED")
+                goal = "" if target is None else f" (target {target}x)"
+                out.append(
+                    f"  {cell.era:6} {cell.method:10} c{cell.concurrency:<3} {label}: "
+                    f"{ratio:.2f}x the floor{goal}{verdict}"
                 )
     failures = [
         f"  {cell.era} {cell.method} c{cell.concurrency} {label}: {run.failed} of "
@@ -646,9 +680,9 @@ def main() -> None:
     parser.add_argument("--methods", default="tools/call,tools/list")
     parser.add_argument(
         "--peers",
-        default="sdk-stateless,sdk-stateful",
-        help="sdk-stateless, sdk-stateful, or ours with other settings: "
-        + ", ".join(OURS_VARIANTS),
+        default=f"sdk-stateless,sdk-stateful,{FLOOR}",
+        help=f"sdk-stateless, sdk-stateful, {FLOOR} (a bare ASGI app answering ours' bytes), or "
+        "ours with other settings: " + ", ".join(OURS_VARIANTS),
     )
     parser.add_argument(
         "--cache",
@@ -742,6 +776,19 @@ def main() -> None:
                 )  # fmt: skip
                 peers.append(label)
                 continue
+            if name == FLOOR:
+                port = free_port()
+                servers.append(
+                    Server(
+                        FLOOR, FLOOR, port,
+                        uvicorn_command(
+                            "bench.floor_server:app", port, 1, args.launcher, args.nodelay_patch
+                        ),
+                        dict(env), workdir / f"{FLOOR}.log",
+                    )
+                )  # fmt: skip
+                peers.append(FLOOR)
+                continue
             stateless = name == "sdk-stateless"
             workers = peer_workers if stateless else 1
             label = f"{name}-w{workers}"
@@ -783,8 +830,14 @@ def main() -> None:
                 for concurrency in concurrencies:
                     cell = Cell(era, method, concurrency)
                     cells.append(cell)
+                    # Ours come first: the floor answers what the first of them answered.
+                    captured = b""
                     for server in servers:
-                        cell.size[server.label] = verify(server, era, method)
+                        if server.kind == FLOOR:
+                            floor_answer_set(server, captured)
+                        answer = verify(server, era, method)
+                        captured = captured or answer
+                        cell.size[server.label] = len(answer)
                     for round_number in range(args.rounds):
                         for server in servers:
                             name = f"{server.label} {era} {method} c{concurrency}"

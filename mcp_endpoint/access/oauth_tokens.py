@@ -39,6 +39,12 @@ def token_checksum(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
+def is_remembered(raw: str) -> bool:
+    """Whether `oauth_caller(raw, ...)` would find the token without the database."""
+    remembered = _remembered.get(token_checksum(raw))
+    return remembered is not None and time.monotonic() - remembered[0] < REMEMBER_SECONDS
+
+
 def _token(raw: str) -> AccessToken | None:
     checksum = token_checksum(raw)
     now = time.monotonic()

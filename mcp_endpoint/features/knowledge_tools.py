@@ -11,6 +11,7 @@ from pydantic import Field
 from mcp_endpoint.features.tool_definitions import StrictArguments, ToolDefinition
 from nodespecs.callers import Caller
 from nodespecs.knowledge import service as knowledge
+from nodespecs.knowledge.registry import current_registry
 from nodespecs.knowledge.specformat import NODE_TYPES
 
 # Length limits are shown in the input schemas, so agents see them, and enforced by the
@@ -130,6 +131,7 @@ KNOWLEDGE_TOOLS: tuple[ToolDefinition, ...] = (
         },
         handler=_get_node_types,
         fixed_cost=True,
+        answer_stamp=current_registry,
     ),
     ToolDefinition(
         name="get_node_details",
@@ -152,6 +154,7 @@ KNOWLEDGE_TOOLS: tuple[ToolDefinition, ...] = (
         # Exact names of a few nodes are lookups; more nodes, or a misspelt name, are
         # sent on to a thread by the service itself (knowledge.not_in_event_loop).
         fixed_cost=True,
+        answer_stamp=current_registry,
     ),
     ToolDefinition(
         name="search_nodes",

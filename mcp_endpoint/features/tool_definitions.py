@@ -10,7 +10,7 @@ with `isError: true`. The tools themselves are in `knowledge_tools.py` and the m
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -90,6 +90,10 @@ class ToolDefinition:
     # Reads a whole workflow definition, whose work grows with it: its calls run on threads of
     # their own, a few of one key's at a time (mcp_endpoint/transports/asgi.py).
     reads_documents: bool = False
+    # Its answer depends on its arguments and what this returns alone, the same for every
+    # caller: the core keeps it and answers the same call again from it until the stamp
+    # changes (mcp_endpoint/protocol/tool_answers.py).
+    answer_stamp: Callable[[], Hashable] | None = None
 
     def input_schema(self) -> dict[str, Any]:
         return _input_schema(self.arguments)

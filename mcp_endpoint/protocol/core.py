@@ -39,7 +39,7 @@ from mcp_endpoint.jsonrpc.encoding import encode_json
 from mcp_endpoint.jsonrpc.errors import Forbidden, RpcError
 from mcp_endpoint.jsonrpc.interaction import StreamedInteraction
 from mcp_endpoint.jsonrpc.results import CACHE_HINTS, EncodedResult, Era
-from mcp_endpoint.protocol import client_requests, dispatch, traces
+from mcp_endpoint.protocol import client_requests, dispatch, tool_answers, traces
 from nodespecs.callers import Caller
 from nodespecs.downstream import call_lineage
 
@@ -346,8 +346,16 @@ def _answer(request: Request, trace_id: str, span: Any) -> Reply:
 
 def _answered(request: Request, trace_id: str, span: Any) -> Reply:
     method, params, version = request.method, request.params, request.version
-    refuse_deep_params(method, params)
     request_id = request.request_id
+    kept = _kept_answer(request)
+    if kept is not None and kept.answer is not None:
+        # The same params were answered before, so they pass the checks of params (depth,
+        # parsing) as they did then; only the caller is new, and its scopes are checked as
+        # the call's would be.
+        _check_scope(method, request.caller)
+        dispatch.check_tool_scope(params["name"], request.group, request.caller)
+        return Answered(request_id, kept.answer, trace_id=trace_id)
+    refuse_deep_params(method, params)
     if version in MODERN_PROTOCOL_VERSIONS and method in task_extension.METHODS:
         _check_scope(method, request.caller)
         context = _context(request, trace_id)
@@ -390,7 +398,35 @@ def _answered(request: Request, trace_id: str, span: Any) -> Reply:
     if memo_key is not None:
         shaped = EncodedResult(shaped)
         _STATIC_RESULTS[memo_key] = (stamp, shaped)
+    elif kept is not None and not notes and not shaped.get("isError"):
+        # A failure may not happen again (a tool that failed on the server); notes are sent
+        # before the answer, which a kept answer would lose.
+        shaped = tool_answers.keep(kept.key, kept.stamp, shaped)
     return Answered(request_id, shaped, notes, trace_id, log_level)
+
+
+class _Kept(NamedTuple):
+    """A call whose answer is kept: its key, the stamp it is kept under, and the answer
+    when one is kept already."""
+
+    key: tool_answers.Key
+    stamp: Hashable
+    answer: EncodedResult | None
+
+
+def _kept_answer(request: Request) -> _Kept | None:
+    """Where a `tools/call` of a tool whose answer is kept (protocol/tool_answers.py) finds
+    it; None for any other request. The stamp is read before the answer is built: a change
+    meanwhile leaves the answer under an older stamp, never a stale one under the new."""
+    if request.method != "tools/call":
+        return None
+    stamp = dispatch.kept_answer_stamp(request.params, request.group)
+    if stamp is None:
+        return None
+    key = tool_answers.key_of(request.version, request.params, request.session_log_level)
+    if key is None:
+        return None
+    return _Kept(key, stamp, tool_answers.kept(key, stamp))
 
 
 # Lists that change only with a stamp (tools: `dispatch.tools_generation()`) or never (prompts,

@@ -36,6 +36,7 @@ from mcp_endpoint.jsonrpc.context import SERVER_NAME, SERVER_VERSION, CallContex
 from mcp_endpoint.jsonrpc.encoding import json_text
 from mcp_endpoint.jsonrpc.errors import Forbidden, RpcError
 from mcp_endpoint.jsonrpc.interaction import StreamedInteraction
+from nodespecs.callers import Caller
 
 logger = logging.getLogger(__name__)
 
@@ -179,6 +180,21 @@ def _tool_scopes() -> frozenset[str]:
     return frozenset({EXECUTE_SCOPE, *(tool.scope for tool in TOOLS.values())})
 
 
+def kept_answer_stamp(params: Any, group: str | None) -> Hashable | None:
+    """The stamp a `tools/call` with `params` may be answered under from the answers kept
+    (protocol/tool_answers.py): that of the tool it calls, when it is one of this server's
+    own whose answer depends on its arguments and that stamp alone
+    (`ToolDefinition.answer_stamp`), called by that name at `/mcp` (no workflow or extra tool
+    takes it). None for any other call."""
+    name = params.get("name") if isinstance(params, dict) else None
+    tool = TOOLS.get(name) if group is None and isinstance(name, str) else None
+    if tool is None or tool.answer_stamp is None:
+        return None
+    if name in extensions.installed().tools or name in workflow_tools():
+        return None
+    return tool.answer_stamp()
+
+
 def tools_generation() -> Hashable:
     """A stamp of the tools `tool_list()` serves: tools/list answers are cached by it (core.py).
     The knowledge tools are fixed, and so are the extensions' (settings); the workflows' snapshot
@@ -272,8 +288,11 @@ def _workflow_call(
     )
 
 
-def _check_tool_scope(name: str, scope: str, context: CallContext) -> None:
-    if not context.caller.has_scope(scope):
+def check_tool_scope(name: str, group: str | None, caller: Caller) -> None:
+    """Refuse (`Forbidden`) a call of the tool `name` at `/mcp` (or at `group`'s endpoint)
+    by a caller without the scope it needs."""
+    scope = tool_scope(name, group)
+    if not caller.has_scope(scope):
         raise Forbidden(
             types.INVALID_REQUEST,
             f"Forbidden: tools/call of {name} needs the scope {scope}, which this caller does not "
@@ -286,7 +305,7 @@ def call_tool(params: types.CallToolRequestParams, context: CallContext) -> Meth
     """Run a tool; every failure comes back in-band with `isError` and how to fix the call,
     but a missing scope (`Forbidden`): this server's own tools each name theirs, every other
     call needs tools:execute."""
-    _check_tool_scope(params.name, tool_scope(params.name, context.group), context)
+    check_tool_scope(params.name, context.group, context.caller)
     if context.group is not None:
         return _call_group_tool(params, context, context.group)
     extra = extensions.installed().tools.get(params.name)

@@ -22,6 +22,7 @@ from mcp_endpoint.access.auth import admit, presented_key
 from mcp_endpoint.access.challenges import Refusal
 from mcp_endpoint.access.keys import is_remembered
 from mcp_endpoint.access.oauth_discovery import origin_of, resource_url
+from mcp_endpoint.access.oauth_tokens import is_remembered as token_remembered
 from mcp_endpoint.access.origins import origin_allowed
 from mcp_endpoint.jsonrpc.errors import (
     RETRY_AFTER_SECONDS,
@@ -139,15 +140,15 @@ def admit_request(
 
 
 def answers_without_database(method: str, headers: dict[str, str], body: bytes | None) -> bool:
-    """Whether `handle_request` can run in the event loop: the caller's key is remembered
-    (or no key is sent), the catalog and workflow snapshots are fresh, and the request
-    neither reads nor cancels a run nor ends a session (which cancels its runs), so no query
-    will be made. A workflow's `tools/call` makes none here: its run starts on the reply's
-    threads (graphs/execution/follow.py)."""
+    """Whether `handle_request` can run in the event loop: the caller's API key or OAuth
+    access token is remembered (or none is sent), the catalog and workflow snapshots are
+    fresh, and the request neither reads nor cancels a run nor ends a session (which cancels
+    its runs), so no query will be made. A workflow's `tools/call` makes none here: its run
+    starts on the reply's threads (graphs/execution/follow.py)."""
     raw = presented_key(headers)
     return (
         method != "DELETE"
-        and (raw is None or is_remembered(raw))
+        and (raw is None or is_remembered(raw) or token_remembered(raw))
         and not needs_database()
         and not toolset.needs_database()
         and not _touches_runs(body)

@@ -5,12 +5,17 @@ nothing granted."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from urllib.parse import urlsplit
 
 import pytest
 from oauth2_provider.models import AccessToken, Grant, RefreshToken
 
+from graphs.execution.toolset import refresh_workflow_tools
 from graphs.models import Run
+from mcp_endpoint.transports import asgi, streamable_http
+from nodespecs.knowledge.registry import refresh_registry
 from nodespecs.models import AuditEvent
 from tests.mcp_endpoint.helpers import modern, rpc_error
 from tests.mcp_endpoint.oauth_helpers import (
@@ -25,6 +30,7 @@ from tests.mcp_endpoint.oauth_helpers import (
     register,
     tokens_for,
 )
+from tests.mcp_endpoint.test_asgi import tools_list_arguments
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 # (Registering a client also makes an access token: its RFC 7592 registration token, of no
@@ -166,6 +172,33 @@ def test_a_revoked_token_is_refused_at_once_and_the_trail_says_so(client):
     # A client signing in again asks for what the challenge names, not for every scope.
     assert 'scope="tools:read tools:execute resources:read"' in refused["WWW-Authenticate"]
     assert AuditEvent.objects.filter(action=AuditEvent.Action.REVOKED).count() == 1
+
+
+def test_a_remembered_token_is_answered_in_the_event_loop_until_it_is_revoked(client):
+    """Like a remembered API key, a token found valid costs no query for REMEMBER_SECONDS:
+    the ASGI app answers its calls in the event loop, where a query would raise. Revoking
+    it forgets it at once there too."""
+    answer, client_id = tokens_for(client, person())
+    token = answer["access_token"]
+    assert call(client, token).status_code == 200  # found valid: remembered
+    arguments = tools_list_arguments(token)
+    arguments["headers"]["host"] = urlsplit(ORIGIN).netloc
+    refresh_registry()
+    refresh_workflow_tools()
+
+    async def in_loop():
+        return asgi._in_loop(
+            arguments, arguments["headers"], arguments["body"], streamable_http.handle
+        )
+
+    answered = asyncio.run(in_loop())
+    assert isinstance(answered, asgi._Done)
+    assert answered.answer.status == 200, answered.answer.body
+
+    revoked = client.post("/revoke", {"token": token, "client_id": client_id})
+    assert revoked.status_code == 200, revoked.content
+    assert asyncio.run(in_loop()) is None  # to a thread, which refuses it
+    assert call(client, token).status_code == 401
 
 
 def test_the_tokens_a_process_remembers_are_bounded(client, monkeypatch):
