@@ -201,7 +201,7 @@ def _answers_in_loop(call: WorkflowCall, outcome: RunOutcome) -> bool:
             pending += value
         elif isinstance(value, str):
             chars += len(value)
-        if chars > SMALL_CHARS:
+        if values > SMALL_VALUES or chars > SMALL_CHARS:
             return False
     return True
 

@@ -21,11 +21,26 @@ from typing import Any
 import pytest
 from django.db import connections
 
+from graphs.execution.runs import RunOutcome, RunRequest
+from graphs.execution.toolset import WorkflowTool
+from mcp_endpoint.calls import workflow_calls
+from mcp_endpoint.calls.workflow_calls import WorkflowCall
+from mcp_endpoint.jsonrpc.results import Era
 from mcp_endpoint.transports import asgi
 from nodespecs import snapshots
 from tests.mcp_endpoint.helpers import MODERN, envelope
 
-pytestmark = [pytest.mark.timeout(60), pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.timeout(60)]
+TOOL = WorkflowTool(
+    name="counts",
+    description="",
+    input_schema={},
+    output_schema=None,
+    workflow_id=1,
+    version_id=1,
+    digest="d",
+    group="counts",
+)
 
 
 class CountingExecutor(ThreadPoolExecutor):
@@ -111,6 +126,7 @@ async def call(key: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]
     return json.loads(b"".join(chunks))
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_short_run_is_three_hand_offs(key, loops, executors, monkeypatch):
     # Fresh for the whole test once read: a snapshot falling due would send one request's
     # admission to a thread, which is not the run's doing.
@@ -133,9 +149,10 @@ def test_a_short_run_is_three_hand_offs(key, loops, executors, monkeypatch):
     assert dict(posts) == {"run": 2}
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_large_result_is_answered_on_a_short_thread(key, loops, executors, monkeypatch):
     monkeypatch.setattr(snapshots, "TABLE_CHECK_SECONDS", 3600.0)
-    monkeypatch.setattr("mcp_endpoint.calls.workflow_calls.SMALL_CHARS", 2)
+    monkeypatch.setattr(workflow_calls, "SMALL_CHARS", 2)
 
     async def calls() -> tuple[dict[str, Any], int]:
         await call(key, "classify", {"value": 1})
@@ -147,3 +164,44 @@ def test_a_large_result_is_answered_on_a_short_thread(key, loops, executors, mon
 
     assert answer["result"]["isError"] is False, answer
     assert given == 1
+
+
+@pytest.mark.parametrize(
+    ("result", "in_loop"),
+    [
+        ({"count": 7}, True),
+        ("small", True),
+        (list(range(64)), False),  # with the list itself, 65 values
+        (list(range(1_000_000)), False),
+        ({"x": [[[1] * 30] * 30]}, False),
+        ("x" * 5000, False),
+        ({"k" * 5000: 1}, False),
+    ],
+)
+def test_what_is_answered_in_the_loop_is_bounded(result, in_loop):
+    call = WorkflowCall(
+        tool=TOOL,
+        request=RunRequest(name=TOOL.name, arguments={}),
+        request_id=1,
+        era=Era(MODERN),
+        progress_token=None,
+        may_become_task=False,
+        cancel_on_disconnect=True,
+    )
+    outcome = RunOutcome(run_id=1, status="succeeded", result=result)
+
+    assert workflow_calls._answers_in_loop(call, outcome) is in_loop
+
+
+def test_a_test_runs_answer_reads_its_history_so_it_is_made_on_a_thread():
+    call = WorkflowCall(
+        tool=TOOL,
+        request=RunRequest(name=TOOL.name, arguments={}, is_test=True),
+        request_id=1,
+        era=Era(MODERN),
+        progress_token=None,
+        may_become_task=False,
+        cancel_on_disconnect=True,
+    )
+
+    assert not workflow_calls._answers_in_loop(call, RunOutcome(1, "succeeded", {"count": 7}))
