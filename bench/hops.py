@@ -8,8 +8,8 @@ Sections (docs/benchmarks.md, "Issue 31, item 2"):
 - downstream: a pooled `list_directory` to the filesystem server (`bash
   .ci/install-mcp-peers.sh`) made from the pool's own event loop, against the same call made
   as a run makes it, from a run thread (`client.call_tool` on an executor thread, an event loop
-  idle on the main thread as uvicorn's is), alternating in rounds; p50 of each and the ratio;
-  back to back, and 3 ms apart.
+  idle on the main thread as uvicorn's is), alternating in rounds; p50 of each, the ratio, and
+  the two hand-offs of the thread's call alone; back to back, and 3 ms apart.
 - handoffs: `chain10` and `count_files` called through the lean ASGI app
   (`mcp_endpoint.transports.asgi.mcp_app`, 2026-07-28, API key, history on PostgreSQL:
   DATABASE_URL, default postgresql://postgres@127.0.0.1:5432/switchyard_hops, created if
