@@ -215,19 +215,34 @@ async def _in_turn(
     return await asyncio.shield(running)
 
 
+@dataclass(frozen=True)
+class _Paused:
+    """A direct run stopped at an approval node: its id, the count of its nodes reported,
+    and what it waits for (None when the decision came first)."""
+
+    run_id: int
+    reported: int
+    awaited: ApprovalAwaited | None
+
+
 async def _direct_then_watched(
     caller: str,
     threads: Threads,
-    direct: Callable[[], tuple[int, int] | None],
+    direct: Callable[[], RunEnded | WorkflowCallError | _Paused],
     post: Callable[[_Posted], None],
     report_nodes: bool,
 ) -> None:
     """Run the call in its turn; a run that stopped at an approval node is then watched in
     the database until it ends, as a queued one is."""
-    paused = await _in_turn(caller, threads, direct, post)
-    if paused is not None:
-        run_id, reported = paused
-        await _watched(run_id, post, threads, report_nodes, Run.Status.WAITING, reported)
+    # The run's last word comes back with its thread's result, not posted on its own: one
+    # wake of the event loop where two would say the same.
+    last = await _in_turn(caller, threads, direct, post)
+    if not isinstance(last, _Paused):
+        post(last)
+        return
+    if last.awaited is not None:
+        post(last.awaited)
+    await _watched(last.run_id, post, threads, report_nodes, Run.Status.WAITING, last.reported)
 
 
 def _direct(
@@ -236,15 +251,15 @@ def _direct(
     report_nodes: bool,
     keep_result: bool,
     ticket: Ticket,
-) -> tuple[int, int] | None:
-    """Execute the run in this thread (direct mode), posting what happens; unless its caller
-    left while it waited for the thread. A run that stopped at an approval node: its id and
-    the count of nodes reported, for the watching that follows."""
+) -> RunEnded | WorkflowCallError | _Paused:
+    """Execute the run in this thread (direct mode), posting what happens while it runs;
+    unless its caller left while it waited for the thread. Returns how it ended, or why the
+    call could not run, for the follower; or, for a run that stopped at an approval node,
+    what the watching that follows needs."""
     token = ticket.take()
     if token is None:
         logger.info("Workflow call of %s dropped before it started: %s", request.name, ticket.left)
-        post(WorkflowCallError(f"Workflow {request.name!r} did not start: {ticket.left}."))
-        return None
+        return WorkflowCallError(f"Workflow {request.name!r} did not start: {ticket.left}.")
     reported = 0
 
     def progress(count: int, message: str) -> None:
@@ -260,21 +275,17 @@ def _direct(
             started=lambda run_id: post(RunStarted(run_id, Run.Status.RUNNING)),
         )
     except WorkflowCallError as exc:
-        post(exc)
-        return None
+        return exc
     except Exception:
         logger.exception("Workflow call of %s failed before its run ended", request.name)
-        post(WorkflowCallError(f"Workflow {request.name!r} failed on the server; it is logged."))
-        return None
+        return WorkflowCallError(f"Workflow {request.name!r} failed on the server; it is logged.")
     if outcome.status == Run.Status.WAITING:
         waiting = waiting_for(outcome.run_id)
-        if waiting is not None:
-            post(ApprovalAwaited(waiting))
-        return outcome.run_id, reported
+        awaited = None if waiting is None else ApprovalAwaited(waiting)
+        return _Paused(outcome.run_id, reported, awaited)
     if keep_result and outcome.succeeded:
         run_result_keep(outcome.run_id, outcome.result)
-    post(RunEnded(outcome))
-    return None
+    return RunEnded(outcome)
 
 
 def _look(

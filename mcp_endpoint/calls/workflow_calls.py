@@ -47,6 +47,11 @@ logger = logging.getLogger(__name__)
 Message = dict[str, Any]
 # How soon a call whose task is due asks again when its run had no row to name yet.
 TASK_AGAIN_SECONDS = 0.05
+# A run's outcome this small (values, and characters of text) is answered in the event loop:
+# shaping it takes tens of microseconds, less than a hop to a thread and back. A larger one,
+# whose size the caller's arguments may choose, is answered on a thread.
+SMALL_VALUES = 64
+SMALL_CHARS = 4096
 
 
 @dataclass(frozen=True)
@@ -88,9 +93,9 @@ def _tool_response(call: WorkflowCall, result: types.CallToolResult) -> Message:
 
 
 def _outcome_response(call: WorkflowCall, outcome: RunOutcome) -> Message:
-    """The response to a call whose run has ended (on a thread: it may query, and its work
-    grows with the result). A result too deep to be written (graphs/engine/nesting.py) is
-    answered as an error naming the run."""
+    """The response to a call whose run has ended (on a thread unless `_answers_in_loop`: it
+    may query, and its work grows with the result). A result too deep to be written
+    (graphs/engine/nesting.py) is answered as an error naming the run."""
     if outcome.succeeded and deeper_than(outcome.result, MAX_DEPTH):
         return _unanswerable(
             call, outcome.run_id, f"its result nests more than {MAX_DEPTH} levels deep"
@@ -176,10 +181,38 @@ async def _late_response(
     )
 
 
+def _answers_in_loop(call: WorkflowCall, outcome: RunOutcome) -> bool:
+    """Whether the response to a call whose run ended is small fixed work that makes no
+    query: a workflow's own call (a test run's answer reads its history) whose result and
+    error are small. Found out at a cost bounded by SMALL_VALUES, whatever the result's size."""
+    if call.request.is_test or len(outcome.error) > SMALL_CHARS:
+        return False
+    pending, values, chars = [outcome.result], 0, 0
+    while pending:
+        value = pending.pop()
+        values += 1
+        if isinstance(value, dict | list):
+            # Its length is read before its items: a large one is refused as cheaply.
+            if values + len(value) > SMALL_VALUES:
+                return False
+            if isinstance(value, dict):
+                chars += sum(len(str(key)) for key in value)
+                value = list(value.values())
+            pending += value
+        elif isinstance(value, str):
+            chars += len(value)
+        if values > SMALL_VALUES or chars > SMALL_CHARS:
+            return False
+    return True
+
+
 async def _ended(call: WorkflowCall, outcome: RunOutcome, threads: Threads) -> Message:
-    """The response to a call whose run has ended, made on a thread; whatever fails while it
-    is made ends the call too, saying why (the run ended all the same)."""
+    """The response to a call whose run has ended: in the event loop when that is small work
+    (`_answers_in_loop`), else on a thread; whatever fails while it is made ends the call too,
+    saying why (the run ended all the same)."""
     try:
+        if _answers_in_loop(call, outcome):
+            return _outcome_response(call, outcome)
         response: Message = await threads.short(partial(_outcome_response, call, outcome))
     except Exception as exc:
         logger.exception("Making the answer of run %s failed", outcome.run_id)
