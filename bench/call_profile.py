@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import collections
 import os
-import secrets
 import statistics
 import sys
 import tempfile
@@ -31,7 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.graphs import PEERS_HOME, _ensure_database  # noqa: E402
+from bench.graphs import BENCH_SECRET_KEY, PEERS_HOME, _ensure_database  # noqa: E402
 
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/switchyard_profile"
 COUNTED_FILES = 7
@@ -61,7 +60,7 @@ def main() -> None:
         DATABASE_URL=database_url,
         DJANGO_SETTINGS_MODULE="config.settings",
         DEBUG="false",
-        SECRET_KEY=secrets.token_urlsafe(40),
+        SECRET_KEY=BENCH_SECRET_KEY,
         npm_config_cache=str(PEERS_HOME / "npm-cache"),
         npm_config_offline="true",
     )

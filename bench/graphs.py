@@ -42,7 +42,6 @@ import argparse
 import http.client
 import json
 import os
-import secrets
 import statistics
 import subprocess
 import sys
@@ -120,12 +119,17 @@ def _no_calls(*args: Any) -> Any:
 MANAGE = [PYTHON, str(ROOT / "manage.py")]
 
 
+# The same on every run: the providers' env stored under it is read again by the next run on
+# the same database (a key of each run's own made a second run on it fail to import the graphs).
+BENCH_SECRET_KEY = "bench-graphs-loopback-only-" + "k" * 40
+
+
 def production_env(database_url: str) -> dict[str, str]:
     """The environment of a production start of ours on `database_url`."""
     env = {
         **os.environ,
         "DEBUG": "false",
-        "SECRET_KEY": secrets.token_urlsafe(40),
+        "SECRET_KEY": BENCH_SECRET_KEY,
         "DATABASE_URL": database_url,
         "ALLOWED_HOSTS": "127.0.0.1",
         # Plain HTTP on loopback: no redirect to HTTPS.
