@@ -30,7 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.graphs import BENCH_SECRET_KEY, PEERS_HOME, _ensure_database  # noqa: E402
+from bench.graphs import BENCH_SECRET_KEY, _ensure_database, _npx_offline_env  # noqa: E402
 
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/switchyard_profile"
 COUNTED_FILES = 7
@@ -49,21 +49,27 @@ def _graph_file(workflow: str, workdir: Path) -> tuple[Path, dict[str, Any]]:
     return ROOT / "bench/graph_files/loop.yaml", {"x": 1} if workflow == "chain10" else {}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workflow", default="chain10")
-    parser.add_argument("--calls", type=int, default=400)
-    options = parser.parse_args()
-    database_url = os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL)
+def use_bench_database(database_url: str, **settings: str) -> None:
+    """Set this process up as a production start on `database_url` (created if missing), with
+    the bench's fixed key and npx offline; `settings` are more environment variables."""
     _ensure_database(database_url)
     os.environ.update(
         DATABASE_URL=database_url,
         DJANGO_SETTINGS_MODULE="config.settings",
         DEBUG="false",
         SECRET_KEY=BENCH_SECRET_KEY,
-        npm_config_cache=str(PEERS_HOME / "npm-cache"),
-        npm_config_offline="true",
+        **_npx_offline_env(),
+        **settings,
     )
+    os.environ.pop("REDIS_URL", None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workflow", default="chain10")
+    parser.add_argument("--calls", type=int, default=400)
+    options = parser.parse_args()
+    use_bench_database(os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL))
     import django
 
     django.setup()

@@ -43,9 +43,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.call_profile import _graph_file  # noqa: E402
-from bench.graphs import META, MODERN, _ensure_database, _filesystem_server  # noqa: E402
-from bench.graphs import _npx_offline_env as npx_offline_env  # noqa: E402
+from bench.call_profile import _graph_file, use_bench_database  # noqa: E402
+from bench.graphs import META, MODERN, _filesystem_server  # noqa: E402
 
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/switchyard_hops"
 ROUNDS = 4
@@ -230,7 +229,7 @@ def _key() -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-async def _post(body: bytes, headers: dict[str, str]) -> bytes:
+async def post(body: bytes, headers: dict[str, str]) -> bytes:
     """One POST to /mcp through the ASGI app, as uvicorn would hand it over; the body."""
     from mcp_endpoint.transports import asgi
 
@@ -295,16 +294,16 @@ def bench_handoffs(workflow: str, calls: int, workdir: Path) -> list[str]:
 
     async def measure() -> list[float]:
         _noting_posts(asyncio.get_running_loop(), hands)
-        answer = json.loads(await _post(body, headers))
+        answer = json.loads(await post(body, headers))
         if answer.get("result", {}).get("isError", True):
             raise SystemExit(f"{workflow} failed: {answer}")
         for _ in range(20):
-            await _post(body, headers)
+            await post(body, headers)
         hands.latencies.clear()
         totals = []
         for _ in range(calls):
             started = time.perf_counter()
-            await _post(body, headers)
+            await post(body, headers)
             totals.append((time.perf_counter() - started) * 1000)
         return totals
 
@@ -331,18 +330,9 @@ def main() -> None:
     parser.add_argument("--sections", default="downstream,handoffs")
     options = parser.parse_args()
     sections = options.sections.split(",")
-    database_url = os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL)
-    _ensure_database(database_url)
-    os.environ.update(
-        DATABASE_URL=database_url,
-        DJANGO_SETTINGS_MODULE="config.settings",
-        DEBUG="false",
-        # Fixed, so that a second run can read the providers a first one stored.
-        SECRET_KEY="bench-hops: a throwaway database, nothing secret in it",
-        ALLOWED_HOSTS="localhost",
-        **npx_offline_env(),
+    use_bench_database(
+        os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL), ALLOWED_HOSTS="localhost"
     )
-    os.environ.pop("REDIS_URL", None)
     import django
 
     django.setup()

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from django.db import connections
 
+from bench.hops import post
 from graphs.execution.runs import RunOutcome, RunRequest
 from graphs.execution.toolset import WorkflowTool
 from mcp_endpoint.calls import workflow_calls
@@ -99,31 +100,7 @@ async def call(key: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]
         "mcp-method": "tools/call",
         "mcp-name": name,
     }
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "path": "/mcp",
-        "query_string": b"",
-        "headers": [(n.encode(), v.encode()) for n, v in headers.items()],
-        "client": ("127.0.0.1", 5000),
-    }
-    delivered = False
-    chunks: list[bytes] = []
-
-    async def receive() -> dict[str, Any]:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await asyncio.Event().wait()  # the client stays until its answer
-        raise AssertionError("unreachable")
-
-    async def send(message: dict[str, Any]) -> None:
-        if message.get("body"):
-            chunks.append(message["body"])
-
-    await asyncio.wait_for(asgi.mcp_app(scope, receive, send), 20)
-    return json.loads(b"".join(chunks))
+    return json.loads(await asyncio.wait_for(post(body, headers), 20))
 
 
 @pytest.mark.django_db(transaction=True)
