@@ -229,6 +229,31 @@ def _key() -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
+def tool_call_request(
+    key: str, name: str, arguments: dict[str, Any]
+) -> tuple[bytes, dict[str, str]]:
+    """The body and headers of a 2026-07-28 `tools/call` of `name` with the API key `key`."""
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": arguments, "_meta": META},
+        }
+    ).encode()
+    headers = {
+        "host": "localhost",
+        "content-type": "application/json",
+        "content-length": str(len(body)),
+        "accept": "application/json, text/event-stream",
+        "authorization": f"Bearer {key}",
+        "mcp-protocol-version": MODERN,
+        "mcp-method": "tools/call",
+        "mcp-name": name,
+    }
+    return body, headers
+
+
 async def post(body: bytes, headers: dict[str, str]) -> bytes:
     """One POST to /mcp through the ASGI app, as uvicorn would hand it over; the body."""
     from mcp_endpoint.transports import asgi
@@ -273,24 +298,7 @@ def bench_handoffs(workflow: str, calls: int, workdir: Path) -> list[str]:
     hands = _Hands()
     asgi._RUNS = _CountingExecutor(hands, "run", 8)
     asgi._POOL = _CountingExecutor(hands, "short", 4)
-    body = json.dumps(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "tools/call",
-            "params": {"name": workflow, "arguments": arguments, "_meta": META},
-        }
-    ).encode()
-    headers = {
-        "host": "localhost",
-        "content-type": "application/json",
-        "content-length": str(len(body)),
-        "accept": "application/json, text/event-stream",
-        "authorization": f"Bearer {_key()}",
-        "mcp-protocol-version": MODERN,
-        "mcp-method": "tools/call",
-        "mcp-name": workflow,
-    }
+    body, headers = tool_call_request(_key(), workflow, arguments)
 
     async def measure() -> list[float]:
         _noting_posts(asyncio.get_running_loop(), hands)

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from django.db import connections
 
-from bench.hops import post
+from bench.hops import post, tool_call_request
 from graphs.execution.runs import RunOutcome, RunRequest
 from graphs.execution.toolset import WorkflowTool
 from mcp_endpoint.calls import workflow_calls
@@ -29,7 +29,7 @@ from mcp_endpoint.calls.workflow_calls import WorkflowCall
 from mcp_endpoint.jsonrpc.results import Era
 from mcp_endpoint.transports import asgi
 from nodespecs import snapshots
-from tests.mcp_endpoint.helpers import MODERN, envelope
+from tests.mcp_endpoint.helpers import MODERN
 
 pytestmark = [pytest.mark.timeout(60)]
 TOOL = WorkflowTool(
@@ -82,24 +82,7 @@ def count_posts(loop: asyncio.AbstractEventLoop, posts: collections.Counter[str]
 
 async def call(key: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """One `tools/call` POST through the ASGI app; its JSON-RPC answer."""
-    body = json.dumps(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "tools/call",
-            "params": {"name": name, "arguments": arguments, "_meta": envelope()},
-        }
-    ).encode()
-    headers = {
-        "host": "localhost",
-        "content-type": "application/json",
-        "content-length": str(len(body)),
-        "accept": "application/json, text/event-stream",
-        "authorization": f"Bearer {key}",
-        "mcp-protocol-version": MODERN,
-        "mcp-method": "tools/call",
-        "mcp-name": name,
-    }
+    body, headers = tool_call_request(key, name, arguments)
     return json.loads(await asyncio.wait_for(post(body, headers), 20))
 
 
