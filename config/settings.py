@@ -142,6 +142,9 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
+# Connections are kept for a minute on either database, each checked before its first query
+# after a request: opening PostgreSQL's costs milliseconds, reopening the SQLite file 0.7 ms of
+# CPU, either more than a short stdio call's own work (docs/benchmarks.md, issue 31).
 DATABASES = {
     "default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
 }
@@ -151,7 +154,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         "transaction_mode": "IMMEDIATE",
     }
-    DATABASES["default"]["CONN_MAX_AGE"] = 0
     # Django's backend, with this process's writers served in turn (config/sqlite/base.py).
     DATABASES["default"]["ENGINE"] = "config.sqlite"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
