@@ -13,8 +13,7 @@ import itertools
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from django.conf import settings
 
@@ -24,8 +23,10 @@ if TYPE_CHECKING:
 WINDOW_SECONDS = 60
 
 
-@dataclass(frozen=True)
-class RateDecision:
+class RateDecision(NamedTuple):
+    """Whether a request may proceed, against its caller's `limit` per minute (a tuple: made
+    on every request, and a frozen dataclass's fields cost a call each)."""
+
     allowed: bool
     limit: int
     remaining: int

@@ -17,7 +17,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from mcp_endpoint.access import ratelimit
-from mcp_endpoint.access.keys import api_key_create, api_key_revoke
+from mcp_endpoint.access.keys import api_key_authenticate, api_key_create, api_key_revoke
 from mcp_endpoint.features.tools import TOOLS
 from mcp_endpoint.models import ApiKey, Scope
 from tests.mcp_endpoint.helpers import (
@@ -215,6 +215,26 @@ def test_an_anonymous_session_is_404_for_a_keyed_caller(client, settings):
     settings.MCP_ANONYMOUS_SCOPES = ["tools:read"]
     session = legacy_session(client, None)
     assert legacy(client, session, "ping", key=make_key()).status_code == 404
+
+
+def test_a_remembered_key_gives_its_caller_again_until_it_is_revoked(django_user_model):
+    owner = django_user_model.objects.create_user("ada")
+    key, secret = api_key_create(
+        name="k", scopes=["tools:read"], owner=owner, rate_limit_per_minute=7
+    )
+    first = api_key_authenticate(secret).caller
+    assert first is not None
+    assert (first.actor, first.scopes, first.rate_limit) == (
+        f"key:{key.prefix}",
+        frozenset({"tools:read"}),
+        7,
+    )
+    assert (first.key_owner_id, first.key_owner_name) == (owner.pk, "ada")
+    assert api_key_authenticate(secret).caller is first  # remembered, not built again
+    api_key_revoke(key=key)
+    refused = api_key_authenticate(secret)
+    assert (refused.caller, refused.key) == (None, None)
+    assert "was revoked" in (refused.problem or "")
 
 
 # Rate limits.
