@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from django.conf import settings
 
+from nodespecs.settings_reads import read_once
+
 if TYPE_CHECKING:
     import redis
 
@@ -51,12 +53,17 @@ def rate_limit_hit(*, identity: str, limit: int, now: float | None = None) -> Ra
         return RateDecision(True, 0, 0, 0)
     now = time.time() if now is None else now
     window = int(now // WINDOW_SECONDS)
-    if settings.REDIS_URL:
+    if _on_redis():
         count = _count_in_redis(window_key(identity, window))
     else:
         count = _count_in_process(identity, window)
     retry_after = max(1, int((window + 1) * WINDOW_SECONDS - now))
     return RateDecision(count <= limit, limit, max(0, limit - count), retry_after)
+
+
+@read_once
+def _on_redis() -> bool:
+    return bool(settings.REDIS_URL)
 
 
 @functools.cache
