@@ -3,11 +3,14 @@ figure is the call path's own (admission, the protocol core, the answer written)
 
     .venv/bin/python bench/call_path.py                      # a modern tools/list
     .venv/bin/python bench/call_path.py --method tools/call  # get_node_details
+    .venv/bin/python bench/call_path.py --method tools/call --count-calls  # Python calls
     cd /tmp/before && PYTHONPATH=/tmp/before /work/main/.venv/bin/python \
         /work/main/bench/call_path.py                        # a worktree of an older commit
 
 Runs on a throwaway SQLite file with the catalog loaded and one API key; prints the best of
-`--rounds` rounds of `--calls` requests, in microseconds per request. The imports fall back to
+`--rounds` rounds of `--calls` requests, in microseconds per request; with `--count-calls`,
+the Python function calls a request makes (cProfile's count), which a loaded machine does not
+move. The imports fall back to
 the layout before issue 26, so that the same script measures a worktree of an older commit.
 """
 
@@ -27,6 +30,7 @@ def main() -> None:
     parser.add_argument("--method", choices=("tools/list", "tools/call"), default="tools/list")
     parser.add_argument("--calls", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--count-calls", action="store_true")
     options = parser.parse_args()
     database = os.path.join(tempfile.mkdtemp(prefix="call-path-"), "db.sqlite3")
     os.environ["DATABASE_URL"] = f"sqlite:///{database}"
@@ -96,6 +100,21 @@ def main() -> None:
             best = min(best, (time.perf_counter() - started) / options.calls * 1e6)
         return best
 
+    async def count() -> float:
+        import cProfile
+        import pstats
+
+        await measure()
+        profile = cProfile.Profile()
+        profile.enable()
+        for _ in range(options.calls):
+            await asgi.mcp_app(scope, receive, send)
+        profile.disable()
+        return pstats.Stats(profile).total_calls / options.calls  # type: ignore[attr-defined]
+
+    if options.count_calls:
+        print(f"{options.method}: {asyncio.run(count()):.1f} function calls per request")
+        return
     print(f"{options.method}: {asyncio.run(measure()):.1f} us per request "
           f"(best of {options.rounds} x {options.calls})")  # fmt: skip
 

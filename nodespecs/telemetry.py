@@ -41,6 +41,7 @@ from prometheus_client import (
 
 from nodespecs.downstream.connection import Connection
 from nodespecs.secrets import redact
+from nodespecs.settings_reads import read_once
 
 EVENTS = logging.getLogger("switchyard.events")
 MULTIPROCESS_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
@@ -51,6 +52,7 @@ LATENCY_BUCKETS += (0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 OTHER = "other"
 
 
+@read_once
 def metrics_enabled() -> bool:
     """Whether events are counted (`METRICS_ENABLED`, on by default)."""
     return bool(settings.METRICS_ENABLED)
@@ -58,7 +60,12 @@ def metrics_enabled() -> bool:
 
 def json_logs(level: int = logging.INFO) -> bool:
     """Whether an event at `level` is written: only with `LOG_FORMAT=json`."""
-    return settings.LOG_FORMAT == "json" and EVENTS.isEnabledFor(level)
+    return _json_format() and EVENTS.isEnabledFor(level)
+
+
+@read_once
+def _json_format() -> bool:
+    return bool(settings.LOG_FORMAT == "json")
 
 
 def emit(event: str, fields: dict[str, Any], level: int = logging.INFO) -> None:

@@ -16,6 +16,7 @@ import pytest
 from django.core.cache import cache, caches
 from hypothesis import settings as hypothesis_settings
 
+from mcp_endpoint.access.ratelimit import rate_limits_forget
 from nodespecs import snapshots
 from nodespecs.knowledge.catalog import read_builtin_catalog
 from nodespecs.knowledge.registry import Registry
@@ -135,14 +136,17 @@ def _provider_refreshes_ended():
 @pytest.fixture(autouse=True)
 def _fresh_cache():
     """Each test starts with an empty cache, so no registry built by another test is reused,
-    and no session (kept in a cache of its own) either."""
+    no session (kept in a cache of its own) either, and no caller's requests counted (in
+    process memory without Redis, not in the cache)."""
     cache.clear()
     caches["sessions"].clear()
     snapshots.forget_generations()
+    rate_limits_forget()
     yield
     cache.clear()
     caches["sessions"].clear()
     snapshots.forget_generations()
+    rate_limits_forget()
 
 
 @pytest.fixture(scope="session")

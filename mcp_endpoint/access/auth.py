@@ -14,7 +14,6 @@ from mcp_endpoint.access.keys import KEY_MARKER, api_key_authenticate
 from mcp_endpoint.access.oauth_discovery import CHALLENGE_SCOPE, resource_metadata_url
 from mcp_endpoint.access.oauth_tokens import TokenRefused, oauth_caller
 from mcp_endpoint.access.ratelimit import rate_limit_hit
-from mcp_endpoint.models import ApiKey
 from nodespecs.callers import Caller
 
 
@@ -36,7 +35,6 @@ def authenticate(
     /metrics: API keys only)."""
     raw = presented_key(headers)
     oauth_here = resource is not None and settings.OAUTH_ENABLED
-    metadata = resource_metadata_url(resource) if oauth_here and resource else None
     if raw is None:
         if settings.MCP_ANONYMOUS_SCOPES:
             return Caller(
@@ -44,6 +42,7 @@ def authenticate(
                 scopes=frozenset(settings.MCP_ANONYMOUS_SCOPES),
             )
         # No credentials: no error code in the challenge (RFC 6750, section 3.1).
+        metadata = _metadata(resource, oauth_here)
         how = KEY_HOW if metadata is None else f"{KEY_HOW} Or sign in with OAuth ({metadata})."
         return Refusal(
             401,
@@ -52,8 +51,8 @@ def authenticate(
         )
     if raw.startswith(f"{KEY_MARKER}_") or not oauth_here or resource is None:
         result = api_key_authenticate(raw)
-        if result.key is not None:
-            return _caller_of(result.key)
+        if result.caller is not None:
+            return result.caller
         problem = result.problem or "The API key is not valid."
         scope = None
     else:
@@ -66,6 +65,7 @@ def authenticate(
         # What a client signing in again should ask for: without it, clients ask for every
         # scope the metadata lists (the MCP spec's fallback), which only a superuser may grant.
         scope = CHALLENGE_SCOPE
+    metadata = _metadata(resource, oauth_here)
     return Refusal(
         401,
         f"Unauthorized: {problem}",
@@ -75,15 +75,9 @@ def authenticate(
     )
 
 
-def _caller_of(key: ApiKey) -> Caller:
-    owner = key.owner
-    return Caller(
-        actor=f"key:{key.prefix}",
-        scopes=frozenset(key.scopes),
-        rate_limit=key.rate_limit_per_minute,
-        key_owner_id=owner.pk if owner is not None else None,
-        key_owner_name=owner.get_username() if owner is not None else "",
-    )
+def _metadata(resource: str | None, oauth_here: bool) -> str | None:
+    """The metadata URL a refusal points to, where OAuth is taken (only refusals need it)."""
+    return resource_metadata_url(resource) if oauth_here and resource else None
 
 
 def admit(

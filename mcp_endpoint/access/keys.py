@@ -27,7 +27,9 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 # client costs no query per request. Revoking clears this process at once; other processes
 # notice within this time.
 REMEMBER_SECONDS = 10.0
-_remembered: dict[str, tuple[float, ApiKey]] = {}
+# By the key's digest: until when it is trusted, and the answer (its key and caller), which
+# is then given again as it is.
+_remembered: dict[str, tuple[float, AuthResult]] = {}
 
 
 class InvalidScopes(ValueError):
@@ -77,14 +79,29 @@ def api_key_revoke(*, key: ApiKey) -> None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
     for digest, (_, remembered) in list(_remembered.items()):
-        if remembered.pk == key.pk:
+        if remembered.key is not None and remembered.key.pk == key.pk:
             _remembered.pop(digest, None)
 
 
 @dataclass(frozen=True)
 class AuthResult:
+    """An active key and the caller it makes, or the `problem` that refuses it."""
+
     key: ApiKey | None
     problem: str | None = None
+    caller: Caller | None = None
+
+    @classmethod
+    def accepted(cls, key: ApiKey) -> AuthResult:
+        owner = key.owner
+        caller = Caller(
+            actor=f"key:{key.prefix}",
+            scopes=frozenset(key.scopes),
+            rate_limit=key.rate_limit_per_minute,
+            key_owner_id=owner.pk if owner is not None else None,
+            key_owner_name=owner.get_username() if owner is not None else "",
+        )
+        return cls(key, caller=caller)
 
 
 def is_remembered(raw: str) -> bool:
@@ -98,12 +115,13 @@ def api_key_authenticate(raw: str) -> AuthResult:
     digest = _hash(raw)
     remembered = _remembered.get(digest)
     if remembered is not None and remembered[0] > time.monotonic():
-        key = remembered[1]
-        if not key.is_expired():
-            return AuthResult(key)
+        # The caller is remembered with its key: building it again cost more than the rest.
+        result = remembered[1]
+        if result.key is not None and not result.key.is_expired():
+            return result
     result = _authenticate(raw)
     if result.key is not None:
-        _remembered[digest] = (time.monotonic() + REMEMBER_SECONDS, result.key)
+        _remembered[digest] = (time.monotonic() + REMEMBER_SECONDS, result)
     else:
         _remembered.pop(digest, None)
     return result
@@ -127,7 +145,7 @@ def _authenticate(raw: str) -> AuthResult:
         )
     if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
-    return AuthResult(key)
+    return AuthResult.accepted(key)
 
 
 def with_same_owner_actors(caller: Caller) -> Caller:

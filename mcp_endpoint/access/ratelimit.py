@@ -1,16 +1,23 @@
-"""Per-key request limits, counted in Redis (or, without it, in Django's cache in process
-memory) so they hold across instances."""
+"""Per-key request limits, counted in Redis so they hold across instances, or without it in
+this process's memory (as Django's cache is then: nothing is shared without Redis).
+
+The counters in process memory are not Django's cache, so `cache.clear()` leaves them:
+`rate_limits_forget()` starts every caller's count again (the tests do, before each test).
+"""
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
+import threading
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, NamedTuple
 
 from django.conf import settings
-from django.core.cache import cache
+
+from nodespecs.settings_reads import read_once
 
 if TYPE_CHECKING:
     import redis
@@ -18,8 +25,10 @@ if TYPE_CHECKING:
 WINDOW_SECONDS = 60
 
 
-@dataclass(frozen=True)
-class RateDecision:
+class RateDecision(NamedTuple):
+    """Whether a request may proceed, against its caller's `limit` per minute (a tuple: made
+    on every request, and a frozen dataclass's fields cost a call each)."""
+
     allowed: bool
     limit: int
     remaining: int
@@ -44,10 +53,17 @@ def rate_limit_hit(*, identity: str, limit: int, now: float | None = None) -> Ra
         return RateDecision(True, 0, 0, 0)
     now = time.time() if now is None else now
     window = int(now // WINDOW_SECONDS)
-    key = window_key(identity, window)
-    count = _count_in_redis(key) if settings.REDIS_URL else _count_in_cache(key)
+    if _on_redis():
+        count = _count_in_redis(window_key(identity, window))
+    else:
+        count = _count_in_process(identity, window)
     retry_after = max(1, int((window + 1) * WINDOW_SECONDS - now))
     return RateDecision(count <= limit, limit, max(0, limit - count), retry_after)
+
+
+@read_once
+def _on_redis() -> bool:
+    return bool(settings.REDIS_URL)
 
 
 @functools.cache
@@ -67,10 +83,41 @@ def _count_in_redis(key: str) -> int:
     return int(pipeline.execute()[1])
 
 
-def _count_in_cache(key: str) -> int:
-    # incr() is atomic in local memory; add() creates the counter only if no other request
-    # did meanwhile.
-    try:
-        return cache.incr(key)
-    except ValueError:  # the window's first request (or the counter was evicted)
-        return 1 if cache.add(key, 1, timeout=WINDOW_SECONDS * 2) else cache.incr(key)
+# Without Redis: each identity's counter for the current and the previous window (a request
+# may arrive with the previous minute's clock), older ones dropped as a new window starts.
+# `next()` on a counter is atomic, so the request threads and the event loop count without a
+# lock; the lock only makes new counters.
+_COUNTERS: dict[tuple[str, int], Iterator[int]] = {}
+_COUNTERS_LOCK = threading.Lock()
+_newest_window = 0
+
+
+def _count_in_process(identity: str, window: int) -> int:
+    """One more request for `identity` in `window`, counted in this process: a dict lookup
+    and an increment (Django's local-memory cache cost 8 us: key checks, a lock, pickling)."""
+    counter = _COUNTERS.get((identity, window))
+    if counter is None:
+        with _COUNTERS_LOCK:
+            counter = _COUNTERS.get((identity, window))
+            if counter is None:
+                _start_window(window)
+                counter = _COUNTERS[(identity, window)] = itertools.count(1)
+    return next(counter)
+
+
+def _start_window(window: int) -> None:
+    """Drop the counters of windows before the previous one, once `window` is the newest."""
+    global _newest_window
+    if window > _newest_window:
+        _newest_window = window
+        for held in [held for held in _COUNTERS if held[1] < window - 1]:
+            del _COUNTERS[held]
+
+
+def rate_limits_forget() -> None:
+    """Start every caller's count in this process again (without Redis; with it, the counts
+    are Redis keys, `mcp:rate:*`, which expire after two minutes)."""
+    global _newest_window
+    with _COUNTERS_LOCK:
+        _COUNTERS.clear()
+        _newest_window = 0

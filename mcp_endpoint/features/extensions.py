@@ -18,6 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 from mcp import types
 
 from mcp_endpoint.jsonrpc.context import CallContext
+from nodespecs.settings_reads import read_once
 
 ResourceReader = Callable[[], list[Any]]
 # Reads a URI of its template; None for a URI it does not serve.
@@ -46,6 +47,7 @@ class Extension:
     subscribable: set[str] = field(default_factory=set)
 
 
+@read_once
 def installed() -> Extension:
     """Every extension the settings name, merged (checked when the app starts)."""
     return _merged(tuple(settings.MCP_EXTENSION_MODULES))

@@ -32,14 +32,20 @@ from mcp_endpoint.jsonrpc.errors import (
 from mcp_endpoint.observability.facts import Facts
 from mcp_endpoint.transports import http_messages
 from nodespecs.knowledge.registry import needs_database
+from nodespecs.settings_reads import read_once
 
 
 def _host_allowed(host: str) -> bool:
     """Django's Host rule (ALLOWED_HOSTS), for requests that do not pass through Django."""
+    return _host_matches(host, _allowed_hosts())
+
+
+@read_once
+def _allowed_hosts() -> tuple[str, ...]:
     allowed_hosts = settings.ALLOWED_HOSTS
     if settings.DEBUG and not allowed_hosts:
         allowed_hosts = [".localhost", "127.0.0.1", "[::1]"]
-    return _host_matches(host, tuple(allowed_hosts))
+    return tuple(allowed_hosts)
 
 
 @lru_cache(maxsize=64)

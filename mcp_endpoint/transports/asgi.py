@@ -24,7 +24,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, Generic, NamedTuple, TypeVar
@@ -134,33 +134,31 @@ async def _read_body(receive: Receive, declared: str | None) -> bytes | None:
             return b"".join(chunks)
 
 
-def _encode(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+def _encode(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
     return [
         (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()
     ]
 
 
-def _arguments(scope: Scope, body: bytes | None) -> dict[str, Any]:
-    """`admission.admit_request`'s arguments for a request."""
+async def _request(scope: Scope, receive: Receive) -> dict[str, Any]:
+    """`admission.admit_request`'s arguments for a request, its body read. The headers are
+    decoded once: the declared Content-Length is read from them."""
     # A field's value excludes the whitespace around it (RFC 9110, 5.5; MCP's SEP-2243).
     raw_headers = [
         (n.decode("latin-1"), v.decode("latin-1").strip(" \t")) for n, v in scope["headers"]
     ]
+    headers = {name.lower(): value for name, value in raw_headers}
+    body = await _read_body(receive, headers.get("content-length"))
     client = scope.get("client") or ("", 0)
     return {
         "method": scope["method"],
-        "headers": {name.lower(): value for name, value in raw_headers},
+        "headers": headers,
         "raw_headers": raw_headers,
         "body": body,
         "client_address": client[0],
         "scheme": scope.get("scheme", "http"),
         "path": scope["path"],
     }
-
-
-async def _request(scope: Scope, receive: Receive) -> dict[str, Any]:
-    declared = next((v for n, v in scope["headers"] if n.lower() == b"content-length"), b"")
-    return _arguments(scope, await _read_body(receive, declared.decode("latin-1")))
 
 
 # A transport's step that answers an admitted request.
@@ -433,15 +431,9 @@ async def _respond(
     """Write a plain answer, or the event stream `stream` when there is one."""
     if stream is None:
         assert isinstance(outbound, http_messages.Outbound)
-        response_headers = dict(outbound.headers)
-        response_headers["Content-Length"] = str(len(outbound.body))
-        await send(
-            {
-                "type": "http.response.start",
-                "status": outbound.status,
-                "headers": _encode(response_headers),
-            }
-        )
+        headers = _encode(outbound.headers)
+        headers.append((b"content-length", b"%d" % len(outbound.body)))
+        await send({"type": "http.response.start", "status": outbound.status, "headers": headers})
         await send({"type": "http.response.body", "body": outbound.body})
         return
     await send(

@@ -7,6 +7,7 @@ import io
 import os
 import re
 import types
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from unittest.mock import patch
 
@@ -16,7 +17,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from mcp_endpoint.access import ratelimit
-from mcp_endpoint.access.keys import api_key_create, api_key_revoke
+from mcp_endpoint.access.keys import api_key_authenticate, api_key_create, api_key_revoke
 from mcp_endpoint.features.tools import TOOLS
 from mcp_endpoint.models import ApiKey, Scope
 from tests.mcp_endpoint.helpers import (
@@ -216,6 +217,26 @@ def test_an_anonymous_session_is_404_for_a_keyed_caller(client, settings):
     assert legacy(client, session, "ping", key=make_key()).status_code == 404
 
 
+def test_a_remembered_key_gives_its_caller_again_until_it_is_revoked(django_user_model):
+    owner = django_user_model.objects.create_user("ada")
+    key, secret = api_key_create(
+        name="k", scopes=["tools:read"], owner=owner, rate_limit_per_minute=7
+    )
+    first = api_key_authenticate(secret).caller
+    assert first is not None
+    assert (first.actor, first.scopes, first.rate_limit) == (
+        f"key:{key.prefix}",
+        frozenset({"tools:read"}),
+        7,
+    )
+    assert (first.key_owner_id, first.key_owner_name) == (owner.pk, "ada")
+    assert api_key_authenticate(secret).caller is first  # remembered, not built again
+    api_key_revoke(key=key)
+    refused = api_key_authenticate(secret)
+    assert (refused.caller, refused.key) == (None, None)
+    assert "was revoked" in (refused.problem or "")
+
+
 # Rate limits.
 
 
@@ -280,20 +301,43 @@ def test_anonymous_callers_are_rate_limited_too(client, settings, frozen_minute)
     assert modern(client, "tools/list").status_code == 429
 
 
-def test_a_window_counter_another_instance_created_meanwhile_is_counted_on(monkeypatch, settings):
-    """The first request of a window creates its counter; one that loses that race to
-    another instance counts on the counter the other created (Django's cache, without
-    Redis)."""
+MINUTE = 1_800_000_030.0
+
+
+def test_without_redis_requests_are_counted_per_identity_and_window(settings):
     settings.REDIS_URL = ""
-    real_add = ratelimit.cache.add
+    hits = [ratelimit.rate_limit_hit(identity="key:a", limit=2, now=MINUTE) for _ in range(3)]
+    assert [hit.allowed for hit in hits] == [True, True, False]
+    assert ratelimit.rate_limit_hit(identity="key:b", limit=2, now=MINUTE).allowed
+    assert ratelimit.rate_limit_hit(identity="key:a", limit=2, now=MINUTE + 60).remaining == 1
 
-    def add_after_another_instance(key, value, timeout):
-        real_add(key, 5, timeout=timeout)
-        return real_add(key, value, timeout=timeout)
 
-    monkeypatch.setattr(ratelimit.cache, "add", add_after_another_instance)
-    decision = ratelimit.rate_limit_hit(identity="key:race", limit=10, now=1_800_000_030.0)
-    assert (decision.allowed, decision.remaining) == (True, 4)
+def test_without_redis_requests_counted_at_once_on_threads_are_each_counted(settings):
+    settings.REDIS_URL = ""
+
+    def hit(_):
+        return ratelimit.rate_limit_hit(identity="key:busy", limit=10**6, now=MINUTE)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        remaining = [decision.remaining for decision in pool.map(hit, range(4000))]
+    assert sorted(remaining) == list(range(10**6 - 4000, 10**6))
+
+
+def test_without_redis_a_new_window_drops_the_counters_before_the_previous_one(settings):
+    settings.REDIS_URL = ""
+    for minute in range(4):
+        ratelimit.rate_limit_hit(identity="key:old", limit=5, now=MINUTE + 60 * minute)
+    windows = sorted(window for _, window in ratelimit._COUNTERS)
+    assert windows == [int(MINUTE // 60) + 2, int(MINUTE // 60) + 3]
+
+
+def test_rate_limits_forget_starts_every_count_again(settings):
+    """What the tests do before each test: `cache.clear()` does not reach the counters."""
+    settings.REDIS_URL = ""
+    ratelimit.rate_limit_hit(identity="key:reset", limit=1, now=MINUTE)
+    assert not ratelimit.rate_limit_hit(identity="key:reset", limit=1, now=MINUTE).allowed
+    ratelimit.rate_limits_forget()
+    assert ratelimit.rate_limit_hit(identity="key:reset", limit=1, now=MINUTE).allowed
 
 
 @pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs REDIS_URL (counts in Redis)")
