@@ -11,6 +11,7 @@ import subprocess
 import threading
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from django.core.cache import cache, caches
@@ -23,6 +24,40 @@ from nodespecs.knowledge.specformat import dump_spec_document
 from tests.peers import INSTALL_SCRIPT, PEERS_HOME
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _worker_redis_url(url: str, worker: str) -> str:
+    """The Redis database of pytest-xdist's worker `worker` ("gw0", "gw1", …) beside `url`:
+    worker n takes the database n below url's (redis://host:6379/15 gives gw0 15, gw1 14),
+    so the workers started by `-n` never flush each other's cache. gw0 keeps url's own."""
+    parts = urlsplit(url)
+    base = int(parts.path.strip("/") or 0)
+    database = base - int(worker.removeprefix("gw"))
+    if database < 0:
+        raise pytest.UsageError(
+            f"REDIS_URL={url} leaves no Redis database for xdist worker {worker}: "
+            "name a database numbered at least the number of workers less one."
+        )
+    return urlunsplit(parts._replace(path=f"/{database}"))
+
+
+def _redis_per_worker() -> None:
+    """Under pytest-xdist every worker clears the cache before and after each of its tests
+    (`_fresh_cache`, which flushes the Redis database): each worker uses a database of its own,
+    for its tests and for the processes they start (os.environ). pytest-django has loaded the
+    settings by now, but no cache is connected yet."""
+    from django.conf import settings
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker or not settings.REDIS_URL:
+        return
+    url = _worker_redis_url(settings.REDIS_URL, worker)
+    os.environ["REDIS_URL"] = settings.REDIS_URL = url
+    for alias in ("default", "sessions"):
+        settings.CACHES[alias]["LOCATION"] = url
+
+
+_redis_per_worker()
 
 
 def _flush_by_delete() -> None:
