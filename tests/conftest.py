@@ -11,6 +11,7 @@ import subprocess
 import threading
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from django.core.cache import cache, caches
@@ -24,6 +25,69 @@ from nodespecs.knowledge.specformat import dump_spec_document
 from tests.peers import INSTALL_SCRIPT, PEERS_HOME
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _worker_redis_url(url: str, worker: str) -> str:
+    """The Redis database of pytest-xdist's worker `worker` ("gw0", "gw1", …) beside `url`:
+    worker n takes the database n below url's (redis://host:6379/15 gives gw0 15, gw1 14),
+    so the workers started by `-n` never flush each other's cache. gw0 keeps url's own."""
+    parts = urlsplit(url)
+    base = int(parts.path.strip("/") or 0)
+    database = base - int(worker.removeprefix("gw"))
+    if database < 0:
+        raise pytest.UsageError(
+            f"REDIS_URL={url} leaves no Redis database for xdist worker {worker}: "
+            "name a database numbered at least the number of workers less one."
+        )
+    return urlunsplit(parts._replace(path=f"/{database}"))
+
+
+def _redis_per_worker() -> None:
+    """Under pytest-xdist every worker clears the cache before and after each of its tests
+    (`_fresh_cache`, which flushes the Redis database): each worker uses a database of its own,
+    for its tests and for the processes they start (os.environ). pytest-django has loaded the
+    settings by now, but no cache is connected yet."""
+    from django.conf import settings
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker or not settings.REDIS_URL:
+        return
+    url = _worker_redis_url(settings.REDIS_URL, worker)
+    os.environ["REDIS_URL"] = settings.REDIS_URL = url
+    for alias in ("default", "sessions"):
+        settings.CACHES[alias]["LOCATION"] = url
+
+
+_redis_per_worker()
+
+
+def _flush_by_delete() -> None:
+    """On PostgreSQL, empty the tables after each transactional test (about 530 of the README's
+    command's tests: async views, threads) with DELETE, not Django's TRUNCATE. Both leave every
+    table empty; TRUNCATE makes and syncs new files for each of the 35 tables and their indexes
+    and took 0.5 to 2 s a test, DELETE on a test's few rows takes milliseconds. The foreign keys
+    are deferred (Django makes them so), so the order of the DELETEs does not matter; a flush
+    that also resets sequences keeps TRUNCATE ... RESTART IDENTITY."""
+    from django.conf import settings
+
+    if "postgresql" not in settings.DATABASES["default"]["ENGINE"]:
+        return
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    truncate = DatabaseOperations.sql_flush
+
+    def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
+        if reset_sequences:
+            return truncate(self, style, tables, reset_sequences=True, allow_cascade=allow_cascade)
+        return [
+            f"{style.SQL_KEYWORD('DELETE FROM')} {style.SQL_FIELD(self.quote_name(table))};"
+            for table in tables
+        ]
+
+    DatabaseOperations.sql_flush = sql_flush
+
+
+_flush_by_delete()
 
 # CI runs the same examples every time, so a failure there is a failure of the change and the
 # run's time does not vary with the seed; elsewhere examples vary, to find more. In both, an
