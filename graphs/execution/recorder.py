@@ -38,7 +38,16 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connection, models, transaction
+from django.db import (
+    DEFAULT_DB_ALIAS,
+    InterfaceError,
+    OperationalError,
+    connection,
+    connections,
+    models,
+    transaction,
+)
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from graphs.engine import NodeRecord, NullObserver
 from graphs.execution.payloads import encoded, stored_error
@@ -107,8 +116,24 @@ def _postgresql() -> bool:
     return connection.vendor == "postgresql"
 
 
-def _names(columns: Iterable[str]) -> str:
-    return ", ".join(connection.ops.quote_name(column) for column in columns)
+def _database() -> BaseDatabaseWrapper:
+    """This thread's connection itself. `connection` is a proxy that looks the thread's up
+    on every attribute read (a few µs each), and building a run's row reads dozens: each
+    statement below looks it up once."""
+    return connections[DEFAULT_DB_ALIAS]
+
+
+# Column lists as the database quotes them, by vendor and columns: a few lists, each the same
+# every time (a run's row has 28 columns).
+_quoted: dict[tuple[str, tuple[str, ...]], str] = {}
+
+
+def _names(columns: Iterable[str], database: BaseDatabaseWrapper) -> str:
+    key = (database.vendor, tuple(columns))
+    names = _quoted.get(key)
+    if names is None:
+        names = _quoted[key] = ", ".join(database.ops.quote_name(column) for column in key[1])
+    return names
 
 
 # ---------------------------------------------------------------------------- statements
@@ -154,9 +179,10 @@ def run_id_reserve() -> int:
 def _run_values(run: Run, names: Collection[str] | None = None) -> dict[str, Any]:
     """The run's fields (those of `names`, else all) by column, as the database takes them."""
     fields = [field for field in Run._meta.concrete_fields if names is None or field.name in names]
+    database = _database()
     # A concrete field always has its column (the stubs allow None for the others).
     return {
-        cast(str, field.column): field.get_db_prep_save(getattr(run, field.attname), connection)
+        cast(str, field.column): field.get_db_prep_save(getattr(run, field.attname), database)
         for field in fields
     }
 
@@ -165,7 +191,7 @@ def run_insert(run: Run) -> Statement:
     """The run's row, every field as it stands (its outcome too, once set)."""
     values = _run_values(run)
     return Statement(
-        f"INSERT INTO {Run._meta.db_table} ({_names(values)}) "
+        f"INSERT INTO {Run._meta.db_table} ({_names(values, _database())}) "
         f"VALUES ({', '.join(['%s'] * len(values))})",
         list(values.values()),
     )
@@ -174,7 +200,8 @@ def run_insert(run: Run) -> Statement:
 def run_update(run: Run, names: Collection[str]) -> Statement:
     """The run's row's `names` fields set as they stand on `run`."""
     values = _run_values(run, names)
-    sets = ", ".join(f"{connection.ops.quote_name(column)} = %s" for column in values)
+    quote = _database().ops.quote_name
+    sets = ", ".join(f"{quote(column)} = %s" for column in values)
     return Statement(
         f"UPDATE {Run._meta.db_table} SET {sets} WHERE id = %s", [*values.values(), run.pk]
     )
@@ -192,8 +219,9 @@ def _row_json(row: _Row) -> str:
 def rows_insert(rows: Sequence[_Row]) -> Statement:
     """Finished node executions, their JSON already encoded, in one statement."""
     table = NodeExecution._meta.db_table
-    names = _names(COLUMNS)
-    if _postgresql():
+    database = _database()
+    names = _names(COLUMNS, database)
+    if database.vendor == "postgresql":
         # One parameter however many rows: a JSON array read as rows of the table's own type.
         text = "[" + ",".join(_row_json(row) for row in rows) + "]"
         return Statement(
@@ -201,7 +229,7 @@ def rows_insert(rows: Sequence[_Row]) -> Statement:
             f"FROM json_populate_recordset(NULL::{table}, %s)",
             [text],
         )
-    adapt = connection.ops.adapt_datetimefield_value
+    adapt = database.ops.adapt_datetimefield_value
     placeholders = ", ".join(["%s"] * len(COLUMNS))
     return Statement(
         f"INSERT INTO {table} ({names}) VALUES ({placeholders})",
@@ -213,14 +241,15 @@ def rows_insert(rows: Sequence[_Row]) -> Statement:
 def row_complete(run_id: int, index: int, values: dict[str, Any]) -> Statement:
     """An execution written at its start (an mcp node's, an approval node's) completed with
     `values` by column, the JSON columns' already encoded."""
-    cast = "::jsonb" if _postgresql() else ""
+    database = _database()
+    quote = database.ops.quote_name
+    cast = "::jsonb" if database.vendor == "postgresql" else ""
     sets = ", ".join(
-        f"{connection.ops.quote_name(column)} = %s{cast if column in JSON_COLUMNS else ''}"
-        for column in values
+        f"{quote(column)} = %s{cast if column in JSON_COLUMNS else ''}" for column in values
     )
     return Statement(
         f"UPDATE {NodeExecution._meta.db_table} SET {sets} "
-        f"WHERE run_id = %s AND {connection.ops.quote_name('index')} = %s",
+        f"WHERE run_id = %s AND {quote('index')} = %s",
         [*values.values(), run_id, index],
     )
 
@@ -277,7 +306,7 @@ def copy_rows(
         table = model._meta.db_table
         with (
             connection.cursor() as cursor,
-            cursor.cursor.copy(f"COPY {table} ({_names(columns)}) FROM STDIN") as copy,
+            cursor.cursor.copy(f"COPY {table} ({_names(columns, _database())}) FROM STDIN") as copy,
         ):
             for row in rows:
                 copy.write_row(row)
