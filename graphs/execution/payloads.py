@@ -36,6 +36,9 @@ _SECRET_NAMES = {
     "cookie",
 }
 _SECRET_SUFFIXES = ("_password", "_secret", "_token", "_api_key", "_apikey")
+# JSON as the history stores it. One encoder for every payload: `json.dumps` with any option
+# builds a new one per call, which cost as much as encoding a node's small output.
+to_json = json.JSONEncoder(ensure_ascii=False, default=str).encode
 # Shorter secret values are not searched for: "1", "yes" would blank ordinary words out of
 # the history, and give little away.
 MIN_SECRET_LENGTH = 4
@@ -226,14 +229,14 @@ def encoded(value: Any, max_bytes: int, secrets: Sequence[str] = ()) -> tuple[st
     deeper than the history keeps becomes a mark saying so (graphs/engine/nesting.py).
     """
     value, cut = cut_to_depth(value)
-    text = json.dumps(mask_secrets(value), ensure_ascii=False, default=str)
+    text = to_json(mask_secrets(value))
     if secrets and _appears(text, secrets):
         # Searched in the text first: only a payload holding a secret is walked.
-        text = json.dumps(mask_values(json.loads(text), secrets), ensure_ascii=False)
+        text = to_json(mask_values(json.loads(text), secrets))
     if len(text) <= max_bytes:
         return text, cut
     preview = {TRUNCATED_KEY: True, "bytes": len(text.encode()), "preview": text[:max_bytes]}
-    return json.dumps(preview, ensure_ascii=False), True
+    return to_json(preview), True
 
 
 def storable(value: Any, max_bytes: int, secrets: Sequence[str] = ()) -> tuple[Any, bool]:

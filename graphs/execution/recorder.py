@@ -50,7 +50,7 @@ from django.db import (
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from graphs.engine import NodeRecord, NullObserver
-from graphs.execution.payloads import encoded, stored_error
+from graphs.execution.payloads import encoded, stored_error, to_json
 from graphs.execution.telemetry import node_finished
 from graphs.models import NodeExecution, Run
 
@@ -213,7 +213,7 @@ def _row_json(row: _Row) -> str:
     scalars = dict(zip(COLUMNS, row, strict=True))
     payloads = [f'"{column}": {scalars.pop(column) or "null"}' for column in JSON_COLUMNS]
     scalars["started_at"] = row[_STARTED_AT].isoformat()
-    return json.dumps(scalars, ensure_ascii=False)[:-1] + ", " + ", ".join(payloads) + "}"
+    return to_json(scalars)[:-1] + ", " + ", ".join(payloads) + "}"
 
 
 def rows_insert(rows: Sequence[_Row]) -> Statement:
