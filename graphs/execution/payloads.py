@@ -165,13 +165,14 @@ def _under_secret_names(value: Any) -> Iterator[str]:
             yield from _under_secret_names(item)
 
 
-def run_secrets(input_schema: Any, arguments: Any) -> tuple[str, ...]:
+def run_secrets(paths: Sequence[SecretPath], arguments: Any) -> tuple[str, ...]:
     """A run's secret values, to mask wherever the history holds them: the strings of
-    `arguments` that `input_schema` marks `writeOnly` or `format: password`, and those under
-    secret-named keys; of MIN_SECRET_LENGTH characters or more, longest first (so a secret
-    that contains another is masked whole). Empty for most runs, which then cost nothing."""
+    `arguments` at `paths` (what the workflow's inputSchema marks `writeOnly` or `format:
+    password`: `secret_paths`, found once per version), and those under secret-named keys;
+    of MIN_SECRET_LENGTH characters or more, longest first (so a secret that contains
+    another is masked whole). Empty for most runs, which then cost nothing."""
     found = set(_under_secret_names(arguments))
-    for path in secret_paths(input_schema) if isinstance(input_schema, dict) else []:
+    for path in paths:
         for value in _at(arguments, path):
             found.update(_strings(value))
     long_enough = [value for value in found if len(value) >= MIN_SECRET_LENGTH]

@@ -43,7 +43,14 @@ from graphs.execution.approvals.notify import notify_waiting
 from graphs.execution.approvals.waits import WaitLost, resume_of, wait_begin
 from graphs.execution.limits import ceiling_explained, limits_for_run, limits_from_mapping
 from graphs.execution.mocks import call_mocks, decided_by_mocks
-from graphs.execution.payloads import run_secrets, storable, stored_arguments, stored_error
+from graphs.execution.payloads import (
+    SecretPath,
+    run_secrets,
+    secret_paths,
+    storable,
+    stored_arguments,
+    stored_error,
+)
 from graphs.execution.recorder import HistoryRecorder, Progress, run_id_reserve
 from graphs.execution.resuming.pauses import PauseLost, pause_begin, pause_resume_of
 from graphs.execution.resuming.saved_state import StateTooLarge
@@ -118,6 +125,8 @@ class _Prepared:
     servers: dict[str, int]
     compiled: CompiledTool
     validator: Any
+    # Where the inputSchema puts secrets (`payloads.secret_paths`): the same for every run.
+    secret_paths: tuple[SecretPath, ...]
 
 
 # By (version id, digest): ids alone can come back after a database is reset or restored.
@@ -148,6 +157,7 @@ def prepared_version(version: WorkflowVersion) -> _Prepared:
         dict(version.servers),
         compile_tool(tool),
         schema_validator(tool.input_schema or {"type": "object"}),
+        tuple(secret_paths(tool.input_schema)),
     )
     with _prepared_lock:
         if len(_prepared) >= _COMPILED_CACHE_SIZE:
@@ -257,7 +267,7 @@ def _resolve(request: RunRequest) -> _Prepared:
 def _secrets(prepared: _Prepared, arguments: Any) -> tuple[str, ...]:
     """The run's secret values, masked wherever its history holds them
     (graphs/execution/payloads.py); its nodes get the real ones."""
-    return run_secrets(prepared.compiled.tool.input_schema, arguments)
+    return run_secrets(prepared.secret_paths, arguments)
 
 
 def _new_run(

@@ -422,14 +422,16 @@ def test_the_secret_paths_of_a_schema_follow_properties_items_and_local_refs():
     assert ("many", None) in paths
     assert ("map", None) in paths
     assert ("plain",) not in paths
-    secrets = run_secrets(schema, {"pw": "p-1234", "map": {"a": "m-5678"}, "plain": "visible"})
+    secrets = run_secrets(paths, {"pw": "p-1234", "map": {"a": "m-5678"}, "plain": "visible"})
     assert set(secrets) == {"p-1234", "m-5678"}
     # Most runs have none: nothing is searched for in their history.
     plain = {"type": "object", "properties": {"q": {"type": "string"}}}
-    assert run_secrets(plain, {"q": "visible"}) == ()
+    assert run_secrets(secret_paths(plain), {"q": "visible"}) == ()
 
 
 def test_an_argument_under_a_secret_name_is_masked_where_it_is_copied_too():
-    secrets = run_secrets({"type": "object"}, {"api_key": "sk-live-123456", "q": "hello"})
+    secrets = run_secrets(
+        secret_paths({"type": "object"}), {"api_key": "sk-live-123456", "q": "hello"}
+    )
 
     assert secrets == ("sk-live-123456",)
