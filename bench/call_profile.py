@@ -12,6 +12,14 @@ run, its rows and its outcome, each write one commit), the run's id reserved
 (`recorder.run_id_reserve`) and downstream calls (`client.call_tool`). Prints the call's p50 and
 each part's median per call; what the parts do not cover is Python around them
 (docs/benchmarks.md, "where a short call's time goes").
+
+`--instructions` counts instead of timing, repeatable on a loaded machine: run under
+`valgrind --tool=callgrind --instr-atstart=no`, it counts the calls' instructions only (the
+snapshots' timed checks held off, so every call does the same work), and callgrind prints the
+total. `--without-database` leaves the history's writes and the run's id out (Python only):
+
+    valgrind --tool=callgrind --instr-atstart=no .venv/bin/python bench/call_profile.py \
+        --instructions --without-database --calls 100
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import argparse
 import collections
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -68,6 +77,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workflow", default="chain10")
     parser.add_argument("--calls", type=int, default=400)
+    parser.add_argument("--instructions", action="store_true")
+    parser.add_argument("--without-database", action="store_true")
     options = parser.parse_args()
     use_bench_database(os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL))
     import django
@@ -113,6 +124,14 @@ def main() -> None:
         request = RunRequest(
             name=options.workflow, arguments=arguments, version=(tool.version_id, tool.digest)
         )
+        if options.without_database:
+            ids = iter(range(10**12, 10**13))
+            runs_module.run_id_reserve = lambda: next(ids)
+            recorder.history_write = lambda run, rows, then: None
+        if options.instructions:
+            _count_instructions(lambda: workflow_call(request), options.calls)
+            client.close_all()
+            return
         timed(runs_module, "execute", "engine (its rows' writes and downstream calls included)")
         timed(recorder, "history_write", "one write of history (the run, rows, outcome)")
         timed(runs_module, "run_id_reserve", "the run's id reserved")
@@ -131,6 +150,22 @@ def main() -> None:
     for label, samples in spent.items():
         per_call = len(samples) / options.calls
         print(f"  {label}: {per_call:g} per call, median {statistics.median(samples):.3f} ms")
+
+
+def _count_instructions(call: Callable[[], Any], calls: int) -> None:
+    """Make `calls` calls with callgrind counting (this process runs under valgrind's
+    callgrind, started with --instr-atstart=no), after 20 not counted."""
+    from nodespecs import snapshots
+
+    snapshots.TABLE_CHECK_SECONDS = snapshots.GENERATION_READ_SECONDS = 10**9
+    for _ in range(20):
+        call()
+    control = ["callgrind_control", "--instr={}", str(os.getpid())]
+    subprocess.run([part.format("on") for part in control], check=True, capture_output=True)
+    for _ in range(calls):
+        call()
+    subprocess.run([part.format("off") for part in control], check=True, capture_output=True)
+    print(f"{calls} calls: callgrind's 'Collected' divided by {calls} is a call's instructions")
 
 
 if __name__ == "__main__":
