@@ -156,6 +156,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
     # Django's backend, with this process's writers served in turn (config/sqlite/base.py).
     DATABASES["default"]["ENGINE"] = "config.sqlite"
+    # Tests run on an in-memory database, Django's default for SQLite, said here because
+    # pytest-xdist's workers (`pytest -n 2`) otherwise get a file name made from NAME's path:
+    # pytest-django knows SQLite only by Django's own engine name, not by this subclass.
+    DATABASES["default"]["TEST"] = {"NAME": ":memory:"}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
