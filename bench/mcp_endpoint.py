@@ -27,6 +27,11 @@ ACTION/HTTP_REQUEST) and `tools/list`, at each concurrency, in both protocol era
   uvicorn, answering every request of a cell with the bytes ours answered to the cell's first
   request (captured at the start of the cell): what the machine allows, so ours/floor is the
   share of it that ours answers (issue 31, item 4: at least 0.5 at c16).
+- the checked floor (`--peers floor-checked`): the floor doing, in as few Python steps as they
+  take, what any server answering this call must (the Host, the key hashed and looked up, a
+  rate count, the JSON parsed, the envelope and routing headers checked, the id put in the
+  answer, the request counted in prometheus-client): its ratio to the floor is what those
+  rules cost in Python alone.
 - ours again with other settings, as `--peers metrics-off` (`METRICS_ENABLED=false`),
   `json-logs` (`LOG_FORMAT=json`) or `tracing-on` (a span per request exported by the SDK's
   BatchSpanProcessor over OTLP/HTTP to `bench/otlp_sink.py`, a stand-in collector): what the
@@ -79,6 +84,8 @@ TARGETS = {16: 2.0, 1: 2.0}  # concurrency → ours/peer throughput (issue 15: a
 # (method, concurrency) → ours/floor throughput (issue 31, item 4: knowledge calls)
 FLOOR_TARGETS = {("tools/call", 16): 0.5}
 FLOOR = "floor"
+# The floor doing the steps any server answering this call must (bench/floor_server.py).
+CHECKED_FLOOR = "floor-checked"
 # Seconds per run and rounds per cell. The default is a quick look (8 cells, 3 servers, 2 s
 # each, plus the start: about 90 s); steady figures need longer runs: --long, or the
 # lengths docs/benchmarks.md names.
@@ -617,7 +624,11 @@ def report(cells: list[Cell], ours: list[str], peers: list[str], markdown: bool)
         target = TARGETS.get(cell.concurrency)
         # The SDK's servers only: ours with other settings (OURS_VARIANTS) and the floor are
         # no peers to beat.
-        present = [p for p in peers if p in cell.runs and not p.startswith("ours-") and p != FLOOR]
+        present = [
+            p
+            for p in peers
+            if p in cell.runs and not p.startswith("ours-") and p not in (FLOOR, CHECKED_FLOOR)
+        ]
         if target is None or not present:
             continue
         best = max(present, key=cell.rps)
@@ -643,6 +654,11 @@ def report(cells: list[Cell], ours: list[str], peers: list[str], markdown: bool)
                     f"  {cell.era:6} {cell.method:10} c{cell.concurrency:<3} {label}: "
                     f"{ratio:.2f}x the floor{goal}{verdict}"
                 )
+        if CHECKED_FLOOR in cell.runs:
+            out.append(
+                f"  {cell.era:6} {cell.method:10} c{cell.concurrency:<3} {CHECKED_FLOOR}: "
+                f"{cell.ratio(CHECKED_FLOOR, FLOOR):.2f}x the floor (what the rules cost alone)"
+            )
     failures = [
         f"  {cell.era} {cell.method} c{cell.concurrency} {label}: {run.failed} of "
         f"{run.requests} answers not 2xx, the first: {run.first_error}"
@@ -681,8 +697,9 @@ def main() -> None:
     parser.add_argument(
         "--peers",
         default=f"sdk-stateless,sdk-stateful,{FLOOR}",
-        help=f"sdk-stateless, sdk-stateful, {FLOOR} (a bare ASGI app answering ours' bytes), or "
-        "ours with other settings: " + ", ".join(OURS_VARIANTS),
+        help=f"sdk-stateless, sdk-stateful, {FLOOR} (a bare ASGI app answering ours' bytes), "
+        f"{CHECKED_FLOOR} (the same doing the steps any server must), or ours with other "
+        "settings: " + ", ".join(OURS_VARIANTS),
     )
     parser.add_argument(
         "--cache",
@@ -776,18 +793,20 @@ def main() -> None:
                 )  # fmt: skip
                 peers.append(label)
                 continue
-            if name == FLOOR:
+            if name in (FLOOR, CHECKED_FLOOR):
                 port = free_port()
+                checks = {"FLOOR_CHECKS": "true", "FLOOR_KEY": key} if name == CHECKED_FLOOR else {}
                 servers.append(
                     Server(
-                        FLOOR, FLOOR, port,
+                        name, FLOOR, port,
                         uvicorn_command(
                             "bench.floor_server:app", port, 1, args.launcher, args.nodelay_patch
                         ),
-                        dict(env), workdir / f"{FLOOR}.log",
+                        dict(env, **checks), workdir / f"{name}.log",
+                        auth=servers[0].auth if checks else {},
                     )
                 )  # fmt: skip
-                peers.append(FLOOR)
+                peers.append(name)
                 continue
             stateless = name == "sdk-stateless"
             workers = peer_workers if stateless else 1
