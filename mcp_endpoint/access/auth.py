@@ -16,6 +16,8 @@ from mcp_endpoint.access.oauth_tokens import TokenRefused, oauth_caller
 from mcp_endpoint.access.ratelimit import rate_limit_hit
 from nodespecs.callers import Caller
 
+_KEY_PREFIX = f"{KEY_MARKER}_"
+
 
 def presented_key(headers: Mapping[str, str]) -> str | None:
     """The key from `Authorization: Bearer KEY` or `X-API-Key: KEY`, if any."""
@@ -34,7 +36,6 @@ def authenticate(
     beside API keys and refusals point to the endpoint's metadata; None elsewhere (REST,
     /metrics: API keys only)."""
     raw = presented_key(headers)
-    oauth_here = resource is not None and settings.OAUTH_ENABLED
     if raw is None:
         if settings.MCP_ANONYMOUS_SCOPES:
             return Caller(
@@ -42,14 +43,15 @@ def authenticate(
                 scopes=frozenset(settings.MCP_ANONYMOUS_SCOPES),
             )
         # No credentials: no error code in the challenge (RFC 6750, section 3.1).
-        metadata = _metadata(resource, oauth_here)
+        metadata = _metadata(resource)
         how = KEY_HOW if metadata is None else f"{KEY_HOW} Or sign in with OAuth ({metadata})."
         return Refusal(
             401,
             f"Unauthorized: {how}",
             challenge(resource_metadata=metadata, scope=CHALLENGE_SCOPE if metadata else None),
         )
-    if raw.startswith(f"{KEY_MARKER}_") or not oauth_here or resource is None:
+    # A key of ours is known by its prefix, without reading the OAuth settings.
+    if raw.startswith(_KEY_PREFIX) or resource is None or not _oauth_here(resource):
         result = api_key_authenticate(raw)
         if result.caller is not None:
             return result.caller
@@ -65,7 +67,7 @@ def authenticate(
         # What a client signing in again should ask for: without it, clients ask for every
         # scope the metadata lists (the MCP spec's fallback), which only a superuser may grant.
         scope = CHALLENGE_SCOPE
-    metadata = _metadata(resource, oauth_here)
+    metadata = _metadata(resource)
     return Refusal(
         401,
         f"Unauthorized: {problem}",
@@ -75,9 +77,14 @@ def authenticate(
     )
 
 
-def _metadata(resource: str | None, oauth_here: bool) -> str | None:
+def _oauth_here(resource: str | None) -> bool:
+    """Whether OAuth access tokens are taken where `resource` is (None: REST, /metrics)."""
+    return resource is not None and bool(settings.OAUTH_ENABLED)
+
+
+def _metadata(resource: str | None) -> str | None:
     """The metadata URL a refusal points to, where OAuth is taken (only refusals need it)."""
-    return resource_metadata_url(resource) if oauth_here and resource else None
+    return resource_metadata_url(resource) if resource and _oauth_here(resource) else None
 
 
 def admit(

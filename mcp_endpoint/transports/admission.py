@@ -168,7 +168,13 @@ def _touches_runs(body: bytes | None) -> bool:
     return body is not None and (b"notifications/cancelled" in body or b"tasks/" in body)
 
 
+@read_once
+def max_body_bytes() -> int:
+    """The most a request body may hold (MCP_MAX_BODY_BYTES)."""
+    return int(settings.MCP_MAX_BODY_BYTES)
+
+
 def body_too_large(declared_length: str | None) -> bool:
     """Whether a declared Content-Length is over the limit (so the body is not read)."""
     value = declared_length or ""
-    return value.isascii() and value.isdecimal() and int(value) > settings.MCP_MAX_BODY_BYTES
+    return value.isascii() and value.isdecimal() and int(value) > max_body_bytes()

@@ -119,7 +119,7 @@ async def _read_body(receive: Receive, declared: str | None) -> bytes | None:
     """The request body, or None when it is over the limit (then not read further)."""
     if admission.body_too_large(declared):
         return None
-    limit = settings.MCP_MAX_BODY_BYTES
+    limit = admission.max_body_bytes()
     chunks, size = [], 0
     while True:
         message = await receive()
@@ -143,11 +143,12 @@ def _encode(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
 async def _request(scope: Scope, receive: Receive) -> dict[str, Any]:
     """`admission.admit_request`'s arguments for a request, its body read. The headers are
     decoded once: the declared Content-Length is read from them."""
-    # A field's value excludes the whitespace around it (RFC 9110, 5.5; MCP's SEP-2243).
+    # A field's value excludes the whitespace around it (RFC 9110, 5.5; MCP's SEP-2243). ASGI
+    # servers give header names in lower case (the ASGI HTTP spec requires it).
     raw_headers = [
         (n.decode("latin-1"), v.decode("latin-1").strip(" \t")) for n, v in scope["headers"]
     ]
-    headers = {name.lower(): value for name, value in raw_headers}
+    headers = dict(raw_headers)
     body = await _read_body(receive, headers.get("content-length"))
     client = scope.get("client") or ("", 0)
     return {
@@ -294,7 +295,7 @@ def _fixed_cost(received: bytes | None, message: bytes | None) -> bool:
     INLINE_BODY_BYTES). `received` is the HTTP body, `message` the one answered (they differ
     for a legacy SSE POST). Errs towards no: a wrong no costs a thread hop, a wrong yes
     holds every other request for the caller's work."""
-    if any(len(body or b"") > INLINE_BODY_BYTES for body in (received, message)):
+    if len(received or b"") > INLINE_BODY_BYTES or len(message or b"") > INLINE_BODY_BYTES:
         return False
     if not message:
         return True

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -138,15 +139,22 @@ def error_outbound(
 
 
 def accepts(headers: Mapping[str, str], media_type: str) -> bool:
+    """Whether the request's Accept (none: anything) takes `media_type`."""
     accept = headers.get("accept", "")
     if not accept:
         return True
-    major = media_type.split("/")[0]
-    for part in accept.split(","):
-        candidate = part.split(";")[0].strip().lower()
-        if candidate in (media_type, f"{major}/*", "*/*"):
-            return True
-    return False
+    accepted = _accepted_types(accept)
+    return (
+        media_type in accepted
+        or "*/*" in accepted
+        or media_type.partition("/")[0] + "/*" in accepted
+    )
+
+
+@lru_cache(maxsize=64)
+def _accepted_types(accept: str) -> frozenset[str]:
+    # A client sends the same Accept on every request; each request asks twice (JSON, SSE).
+    return frozenset(part.split(";")[0].strip().lower() for part in accept.split(","))
 
 
 def json_body(inbound: Inbound) -> tuple[Any, Outbound | None]:
