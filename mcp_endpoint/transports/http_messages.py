@@ -8,7 +8,6 @@ without a server.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -19,7 +18,7 @@ from django.conf import settings
 from mcp import types
 from mcp.shared import inbound as envelope
 
-from mcp_endpoint.jsonrpc.encoding import encode_json
+from mcp_endpoint.jsonrpc.encoding import decode_json, encode_json
 from mcp_endpoint.observability.facts import Facts, response_outcome
 from mcp_endpoint.protocol.core import Reply
 from mcp_endpoint.protocol.list_changes import StreamLease, Watch
@@ -168,7 +167,7 @@ def json_body(inbound: Inbound) -> tuple[Any, Outbound | None]:
             "POST bodies must be JSON-RPC with Content-Type: application/json.",
         )
     try:
-        return json.loads(inbound.body), None
+        return decode_json(inbound.body), None
     except RecursionError:  # nested far past MCP_MAX_JSON_DEPTH, which the core checks
         return None, error_outbound(
             400,

@@ -19,7 +19,6 @@ key that POSTs must be the one that opened the stream.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator
 from functools import partial
@@ -29,7 +28,7 @@ from mcp import types
 from mcp.shared import inbound as envelope
 
 from graphs.execution.follow import Threads
-from mcp_endpoint.jsonrpc.encoding import encode_json_ascii
+from mcp_endpoint.jsonrpc.encoding import decode_json, encode_json_ascii
 from mcp_endpoint.models import Scope
 from mcp_endpoint.protocol import dispatch, list_changes, sessions
 from mcp_endpoint.transports import event_stream, http_messages, relay, streamable_http
@@ -188,7 +187,7 @@ def _before_initialize(inbound: http_messages.Inbound) -> http_messages.Outbound
     None for a message that needs no session (`initialize`, a 2026-07-28 message)."""
     if http_messages.SESSION_HEADER in inbound.headers:
         return None
-    message = json.loads(inbound.body)
+    message = decode_json(inbound.body)
     if message.get("method") == "initialize" or _envelope_version(message) is not None:
         return None
     if "id" not in message or "method" not in message:
@@ -235,5 +234,5 @@ async def _single(body: bytes) -> AsyncIterator[bytes]:
     """A plain JSON answer as one event (in ASCII, as every event:
     mcp_endpoint/jsonrpc/encoding.py)."""
     if body:
-        data = body if body.isascii() else encode_json_ascii(json.loads(body))
+        data = body if body.isascii() else encode_json_ascii(decode_json(body))
         yield b"event: message\ndata: " + data + b"\n\n"
