@@ -13,6 +13,9 @@ run, its rows and its outcome, each write one commit), the run's id reserved
 each part's median per call; what the parts do not cover is Python around them
 (docs/benchmarks.md, "where a short call's time goes").
 
+`--explain` prints PostgreSQL's plan and timing of one call's history write (EXPLAIN ANALYZE,
+foreign keys checked at the statement's end) and stops.
+
 `--instructions` counts instead of timing, repeatable on a loaded machine: run under
 `valgrind --tool=callgrind --instr-atstart=no`, it counts the calls' instructions only (the
 snapshots' timed checks held off, so every call does the same work), and callgrind prints the
@@ -79,6 +82,11 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=400)
     parser.add_argument("--instructions", action="store_true")
     parser.add_argument("--without-database", action="store_true")
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="print the plan and timing of one call's history write (EXPLAIN ANALYZE), then stop",
+    )
     options = parser.parse_args()
     use_bench_database(os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL))
     import django
@@ -139,6 +147,9 @@ def main() -> None:
         for _ in range(20):
             workflow_call(request)
         spent.clear()
+        if options.explain:
+            with connection.execute_wrapper(_explained):
+                workflow_call(request)
         totals = []
         with connection.execute_wrapper(statement):
             for _ in range(options.calls):
@@ -150,6 +161,23 @@ def main() -> None:
     for label, samples in spent.items():
         per_call = len(samples) / options.calls
         print(f"  {label}: {per_call:g} per call, median {statistics.median(samples):.3f} ms")
+
+
+def _explained(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+    """An `execute_wrapper` that runs the history's write (the statement starting `WITH`)
+    under EXPLAIN ANALYZE, its deferred foreign keys checked at its end so that their time
+    shows, prints the plan, commits it and ends the process (the recorder gets no result)."""
+    if not sql.startswith("WITH"):
+        return execute(sql, params, many, context)
+    cursor = context["cursor"]
+    cursor.execute("BEGIN")  # SET CONSTRAINTS holds within a transaction only
+    cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+    cursor.execute("EXPLAIN (ANALYZE, BUFFERS, SUMMARY) " + sql, params)
+    print("\n".join(row[0] for row in cursor.fetchall()), flush=True)
+    started = time.perf_counter()
+    cursor.execute("COMMIT")
+    print(f"COMMIT: {(time.perf_counter() - started) * 1000:.3f} ms", flush=True)
+    os._exit(0)
 
 
 def _count_instructions(call: Callable[[], Any], calls: int) -> None:
