@@ -27,6 +27,7 @@ from graphs.execution.approvals.timer import timer as approval_timer  # noqa: E4
 from graphs.execution.resuming.going_on import resumed_runs_wait  # noqa: E402
 from mcp_endpoint.transports.asgi import mcp_app, sse_app  # noqa: E402  (needs Django set up first)
 from mcp_endpoint.transports.sse import MESSAGES_PATH, STREAM_PATH  # noqa: E402
+from mcp_endpoint.transports.startup import settle_startup_objects  # noqa: E402
 
 LEGACY_SSE_PATHS = (STREAM_PATH, MESSAGES_PATH)
 # `/mcp/<slug>`: the MCP server of one workflow group (its graph file).
@@ -53,11 +54,12 @@ async def application(scope, receive, send):
 async def _lifespan(receive, send):
     """Start what works beside the requests: the timer of approvals' timeouts, which must run
     from the start (after a restart, waiting runs' timeouts are due whether or not a request
-    comes)."""
+    comes); and settle the objects made at startup out of the garbage collector's walks."""
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
             approval_timer.start()
+            settle_startup_objects()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             # A run a reviewer just sent on finishes rather than being cut short (bounded:

@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from graphs.execution.approvals.timer import timer as approval_timer
 from graphs.execution.toolset import workflow_servers
+from mcp_endpoint.transports.startup import settle_startup_objects
 from mcp_endpoint.transports.stdio import serve
 
 
@@ -43,6 +44,7 @@ class Command(BaseCommand):
 
         # A stdio server is a process of its own: approvals' timeouts fire here too.
         approval_timer.start()
+        settle_startup_objects()
 
         async def read_line() -> str:
             return await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
