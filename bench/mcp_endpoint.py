@@ -1,7 +1,7 @@
 """The MCP endpoint over HTTP against the official SDK and a floor: `python bench/mcp_endpoint.py`.
 
-    .venv/bin/python bench/mcp_endpoint.py            # a quick look: about 90 s
-    .venv/bin/python bench/mcp_endpoint.py --long     # the figures' length: about 10 minutes
+    .venv/bin/python bench/mcp_endpoint.py            # a quick look: about 2 minutes
+    .venv/bin/python bench/mcp_endpoint.py --long     # the figures' length: about 12 minutes
         [--duration S] [--warmup S] [--rounds N] [--workers 1] [--concurrency 1,16]
         [--eras modern,legacy]
 
@@ -86,8 +86,8 @@ FLOOR_TARGETS = {("tools/call", 16): 0.5}
 FLOOR = "floor"
 # The floor doing the steps any server answering this call must (bench/floor_server.py).
 CHECKED_FLOOR = "floor-checked"
-# Seconds per run and rounds per cell. The default is a quick look (8 cells, 3 servers, 2 s
-# each, plus the start: about 90 s); steady figures need longer runs: --long, or the
+# Seconds per run and rounds per cell. The default is a quick look (8 cells, 5 servers, 2 s
+# each, plus the start: about 2 minutes); steady figures need longer runs: --long, or the
 # lengths docs/benchmarks.md names.
 SHORT = {"duration": 1, "warmup": 1, "rounds": 1}
 # `--peers` that are ours again with other settings: the metrics off (METRICS_ENABLED=false:
@@ -696,7 +696,7 @@ def main() -> None:
     parser.add_argument("--methods", default="tools/call,tools/list")
     parser.add_argument(
         "--peers",
-        default=f"sdk-stateless,sdk-stateful,{FLOOR}",
+        default=f"sdk-stateless,sdk-stateful,{FLOOR},{CHECKED_FLOOR}",
         help=f"sdk-stateless, sdk-stateful, {FLOOR} (a bare ASGI app answering ours' bytes), "
         f"{CHECKED_FLOOR} (the same doing the steps any server must), or ours with other "
         "settings: " + ", ".join(OURS_VARIANTS),
