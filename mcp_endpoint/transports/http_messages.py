@@ -142,7 +142,13 @@ def accepts(headers: Mapping[str, str], media_type: str) -> bool:
     accept = headers.get("accept", "")
     if not accept:
         return True
-    accepted = _accepted_types(accept)
+    # A client sends the same Accept on every request, and each request asks twice (JSON,
+    # SSE): the usual short values are parsed once; a long one, which a caller could make
+    # anything, is parsed each time rather than kept.
+    if len(accept) <= KEPT_ACCEPT_CHARACTERS:
+        accepted = _kept_accepted_types(accept)
+    else:
+        accepted = _accepted_types(accept)
     return (
         media_type in accepted
         or "*/*" in accepted
@@ -150,10 +156,14 @@ def accepts(headers: Mapping[str, str], media_type: str) -> bool:
     )
 
 
-@lru_cache(maxsize=64)
+KEPT_ACCEPT_CHARACTERS = 256
+
+
 def _accepted_types(accept: str) -> frozenset[str]:
-    # A client sends the same Accept on every request; each request asks twice (JSON, SSE).
     return frozenset(part.split(";")[0].strip().lower() for part in accept.split(","))
+
+
+_kept_accepted_types = lru_cache(maxsize=64)(_accepted_types)
 
 
 def json_body(inbound: Inbound) -> tuple[Any, Outbound | None]:
