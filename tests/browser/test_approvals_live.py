@@ -16,7 +16,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import PASSWORD
-from tests.e2e.conftest import LiveServer, _database_url, _manage, start_server
+from tests.e2e.conftest import LiveServer, _database_url, start_server
 from tests.e2e.test_approvals import connect
 
 pytestmark = pytest.mark.timeout(180)
@@ -36,9 +36,8 @@ def server(tmp_path_factory) -> Iterator[LiveServer]:
     database = _database_url(tmp, "approvals_browser")
     # DEBUG=true: the admin's sign-in page reads its static files from the apps (a production
     # start runs collectstatic first, which would write into the checkout).
-    with contextmanager(start_server)(tmp, DATABASE_URL=database, DEBUG="true") as live:
-        _manage(live.env, "import_graph", str(FILES / "approvals.yaml"))
-        _manage(live.env, "shell", "-c", MAKE_REVIEWER)
+    commands = [("import_graph", str(FILES / "approvals.yaml")), ("shell", "-c", MAKE_REVIEWER)]
+    with contextmanager(start_server)(tmp, commands, DATABASE_URL=database, DEBUG="true") as live:
         yield live
 
 

@@ -12,7 +12,9 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -28,6 +30,8 @@ class LiveServer:
     key: str
     read_only_key: str
     env: dict[str, str]
+    # What each of start_server's `commands` printed, in order.
+    printed: tuple[str, ...] = ()
 
 
 def _free_port() -> int:
@@ -140,22 +144,67 @@ def _manage(env: dict[str, str], *args: str) -> str:
     return result.stdout
 
 
+# The commands of manage_all, in one process; what each printed, as JSON on the last line.
+_MANAGE_ALL = """
+import contextlib, io, json, os, sys
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+import django
+django.setup()
+from django.core.management import call_command
+printed = []
+for command in json.loads(sys.argv[1]):
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output):
+        call_command(*command, stdout=output)
+    printed.append(output.getvalue())
+print(json.dumps(printed))
+"""
+
+
+def manage_all(env: dict[str, str], commands: Sequence[Sequence[str]]) -> list[str]:
+    """Run the manage.py `commands` in order, in one process (each start of Django costs 1 to
+    3 s, more than most commands); what each printed."""
+    if not commands:
+        return []
+    result = subprocess.run(
+        [sys.executable, "-c", _MANAGE_ALL, json.dumps([list(command) for command in commands])],
+        cwd=ROOT, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 def create_key(server: LiveServer, name: str, scopes: str, *options: str) -> str:
     """A new API key of the live server with `scopes` (comma-separated); `options` are more
     `create_api_key` options (e.g. "--rate-limit", "100000")."""
-    made = _manage(server.env, "create_api_key", "--name", name, "--scopes", scopes, *options)
-    return made.strip().splitlines()[-1]
+    return last_line(
+        _manage(server.env, "create_api_key", "--name", name, "--scopes", scopes, *options)
+    )
 
 
-def start_server(tmp: Path, **settings: str) -> Iterator[LiveServer]:
+def last_line(printed: str) -> str:
+    """The last line `printed` (create_api_key prints the new key last)."""
+    return printed.strip().splitlines()[-1]
+
+
+def start_server(
+    tmp: Path, commands: Sequence[Sequence[str]] = (), **settings: str
+) -> Iterator[LiveServer]:
     """Start uvicorn on a database of its own (or a given DATABASE_URL, as it is: several
-    servers may share one), migrated, with the catalog and two keys; stop it afterwards."""
+    servers may share one), migrated, with the catalog and two keys; stop it afterwards.
+    `commands` are manage.py commands (importing graphs, making keys) run in one process
+    (manage_all) while uvicorn starts, or before it on SQLite (one writer at a time); the
+    server is yielded once both are done, with what each command printed."""
     env = _server_env(settings.pop("DATABASE_URL", "") or _database_url(tmp), **settings)
     template = _COPIES.get(env["DATABASE_URL"])
     if template is not None:
         key, read_only = template.key, template.read_only_key
     else:
         key, read_only = _prepare(env)
+    pool = ThreadPoolExecutor(max_workers=1)
+    beside = env["DATABASE_URL"].startswith("postgres")
+    running = pool.submit(manage_all, env, commands) if beside else None
+    printed = [] if beside else manage_all(env, commands)
     port = _free_port()
     log = open(tmp / "uvicorn.log", "wb")  # noqa: SIM115 (closed after the server stops)
     server = subprocess.Popen(
@@ -164,23 +213,46 @@ def start_server(tmp: Path, **settings: str) -> Iterator[LiveServer]:
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/api/v1/public/health", timeout=1) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                log.close()
-                pytest.fail(f"uvicorn did not start: {(tmp / 'uvicorn.log').read_text()}")
-            time.sleep(0.2)
     try:
-        yield LiveServer(url, key, read_only, env)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/v1/public/health", timeout=1) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    log.flush()
+                    pytest.fail(f"uvicorn did not start: {(tmp / 'uvicorn.log').read_text()}")
+                time.sleep(0.2)
+        if running is not None:
+            printed = running.result()
+        yield LiveServer(url, key, read_only, env, tuple(printed))
     finally:
         server.terminate()
         server.wait(timeout=10)
         log.close()
+        pool.shutdown()
+
+
+def start_together(
+    stack: ExitStack, *servers: tuple[Path, Sequence[Sequence[str]], dict[str, str]]
+) -> list[LiveServer]:
+    """Start `servers` (each a folder, commands and settings, as start_server takes them) on
+    the databases their settings name, at the same time on PostgreSQL, one after the other on
+    SQLite (one writer at a time); each is stopped when `stack` closes."""
+    managers = [
+        contextmanager(start_server)(tmp, commands, **settings)
+        for tmp, commands, settings in servers
+    ]
+    if not all(settings["DATABASE_URL"].startswith("postgres") for _, _, settings in servers):
+        return [stack.enter_context(manager) for manager in managers]
+    with ThreadPoolExecutor(max_workers=len(managers)) as pool:
+        futures = [pool.submit(manager.__enter__) for manager in managers]
+    for manager, future in zip(managers, futures, strict=True):
+        if future.exception() is None:  # stopped with the stack, even if another failed
+            stack.push(manager.__exit__)
+    return [future.result() for future in futures]
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,7 @@ import pytest
 from playwright.async_api import BrowserContext, Page, async_playwright, expect
 
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, screenshot_path
-from tests.e2e.conftest import LiveServer, _manage, start_server
+from tests.e2e.conftest import LiveServer, start_server
 
 # How long an access token lives on the server of these tests: long enough for a client to
 # sign in and make its calls, short enough that a test waits for one to expire.
@@ -51,8 +51,7 @@ def oauth_server(tmp: Path, **settings: str) -> Iterator[LiveServer]:
     their static files from the apps (a production start runs collectstatic first, which would
     write into the checkout)."""
     settings = {"OAUTH_ACCESS_TOKEN_SECONDS": str(TOKEN_SECONDS), "DEBUG": "true", **settings}
-    with contextmanager(start_server)(tmp, **settings) as live:
-        _manage(live.env, "shell", "-c", MAKE_PERSON)
+    with contextmanager(start_server)(tmp, [("shell", "-c", MAKE_PERSON)], **settings) as live:
         yield live
 
 

@@ -26,7 +26,7 @@ from bench.hostile_inputs import (
     nested_text,
     tool_call_text,
 )
-from tests.e2e.conftest import LiveServer, _manage, create_key, start_server
+from tests.e2e.conftest import LiveServer, create_key, start_server
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -36,10 +36,12 @@ WAIT_SECONDS = 30
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("admission")
-    for live in start_server(tmp, GRAPHS_RUN_WAIT_SECONDS=str(WAIT_SECONDS)):
-        # `burrow` nests its result a level deeper per turn of a loop: no request carries it.
-        _manage(live.env, "import_graph", str(HOSTILE_FILE))
-        yield live
+    # `burrow` nests its result a level deeper per turn of a loop: no request carries it.
+    yield from start_server(
+        tmp,
+        [("import_graph", str(HOSTILE_FILE))],
+        GRAPHS_RUN_WAIT_SECONDS=str(WAIT_SECONDS),
+    )
 
 
 def modern_headers(key: str, name: str) -> dict[str, str]:

@@ -17,7 +17,7 @@ from pathlib import Path
 import jsonpatch
 import pytest
 
-from tests.e2e.conftest import LiveServer, _manage, start_server
+from tests.e2e.conftest import LiveServer, start_server
 from tests.e2e.test_mcp_client import connect, run
 from tests.peers import FILESYSTEM_PROVIDER_GRAPH, npx_offline_env, require_npm_server
 
@@ -83,9 +83,8 @@ def builder_server(tmp_path_factory) -> Iterator[tuple[LiveServer, Path]]:
     for name, value in npx_offline_env().items():
         os.environ.setdefault(name, value)
     (tmp / "server").mkdir()
-    for server in start_server(tmp / "server", **npx_offline_env()):
-        _manage(server.env, "import_graph", str(graph))
-        _manage(server.env, "refresh_providers", "filesystem")
+    commands = [("import_graph", str(graph)), ("refresh_providers", "filesystem")]
+    for server in start_server(tmp / "server", commands, **npx_offline_env()):
         yield server, counting
 
 

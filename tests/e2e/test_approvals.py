@@ -22,7 +22,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import ElicitResult, Implementation
 
-from tests.e2e.conftest import LiveServer, _database_url, _manage, create_key, start_server
+from tests.e2e.conftest import LiveServer, _database_url, create_key, start_server
 from tests.e2e.test_long_calls import call as raw_call
 from tests.e2e.test_mcp_client import run
 
@@ -38,18 +38,19 @@ SOON_MS = 1500
 def server(tmp_path_factory) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("approvals")
     database = _database_url(tmp, "approvals")
-    with contextmanager(start_server)(tmp, DATABASE_URL=database) as live:
-        graph = (FILES / "approvals.yaml").read_text()
-        soon = (
-            graph.replace("name: approvals", "name: approvals_soon")
-            .replace("name: refund\n", "name: refund_soon\n")
-            .replace("timeoutMs: 60000", f"timeoutMs: {SOON_MS}")
-        )
-        soon = soon[: soon.index("  - name: ask_caller")]
-        (tmp / "approvals.yaml").write_text(graph)
-        (tmp / "approvals_soon.yaml").write_text(soon)
-        _manage(live.env, "import_graph", str(tmp / "approvals.yaml"))
-        _manage(live.env, "import_graph", str(tmp / "approvals_soon.yaml"))
+    graph = (FILES / "approvals.yaml").read_text()
+    soon = (
+        graph.replace("name: approvals", "name: approvals_soon")
+        .replace("name: refund\n", "name: refund_soon\n")
+        .replace("timeoutMs: 60000", f"timeoutMs: {SOON_MS}")
+    )
+    soon = soon[: soon.index("  - name: ask_caller")]
+    (tmp / "approvals.yaml").write_text(graph)
+    (tmp / "approvals_soon.yaml").write_text(soon)
+    commands = [
+        ("import_graph", str(tmp / name)) for name in ("approvals.yaml", "approvals_soon.yaml")
+    ]
+    with contextmanager(start_server)(tmp, commands, DATABASE_URL=database) as live:
         yield live
 
 

@@ -17,10 +17,11 @@ import pytest
 from tests.e2e.conftest import (
     LiveServer,
     _database_url,
-    _manage,
     create_key,
+    last_line,
     needs_redis,
     start_server,
+    start_together,
 )
 from tests.e2e.test_approvals import _rest, _value, _waiting_run, connect
 from tests.e2e.test_mcp_client import run
@@ -59,9 +60,11 @@ def two_instances(tmp_path_factory) -> Iterator[tuple[LiveServer, LiveServer, Pa
         "GRAPHS_RUN_WAIT_SECONDS": "40",
     }
     with ExitStack() as stack:
-        first = stack.enter_context(contextmanager(start_server)(tmp / "a", **common))
-        _manage(first.env, "import_graph", str(_graph(tmp)))
-        second = stack.enter_context(contextmanager(start_server)(tmp / "b", **common))
+        first, second = start_together(
+            stack,
+            (tmp / "a", [("import_graph", str(_graph(tmp)))], common),
+            (tmp / "b", [], common),
+        )
         worker_log = tmp / "worker.log"
         worker_args = ["worker", "--concurrency", "1", "--hostname", "approvals@%h",
                        "--without-gossip", "--without-mingle"]  # fmt: skip
@@ -113,17 +116,20 @@ def test_a_waiting_run_survives_a_restart_decided_after_it_and_timed_out_across_
     (tmp_path / "before").mkdir()
     (tmp_path / "after").mkdir()
     due_in = 4.0
-    with contextmanager(start_server)(tmp_path / "before", **settings) as before:
-        _manage(before.env, "import_graph", str(_graph(tmp_path)))
-        soon = _graph(tmp_path / "before", timeout_ms=int(due_in * 1000))
-        soon.write_text(
-            soon.read_text()
-            .replace("name: approvals", "name: approvals_soon")
-            .replace("name: refund\n", "name: refund_soon\n")
-            .split("  - name: ask_caller")[0]
-        )
-        _manage(before.env, "import_graph", str(soon))
-        reviewer = create_key(before, "reviewer", "runs:decide,runs:read")
+    soon = _graph(tmp_path / "before", timeout_ms=int(due_in * 1000))
+    soon.write_text(
+        soon.read_text()
+        .replace("name: approvals", "name: approvals_soon")
+        .replace("name: refund\n", "name: refund_soon\n")
+        .split("  - name: ask_caller")[0]
+    )
+    commands = [
+        ("import_graph", str(_graph(tmp_path))),
+        ("import_graph", str(soon)),
+        ("create_api_key", "--name", "reviewer", "--scopes", "runs:decide,runs:read"),
+    ]
+    with contextmanager(start_server)(tmp_path / "before", commands, **settings) as before:
+        reviewer = last_line(before.printed[2])
 
         async def start(name: str, customer: str) -> Any:
             async with connect(before, "legacy") as client:

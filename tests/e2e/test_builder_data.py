@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import LiveServer, _manage, create_key, start_server
+from tests.e2e.conftest import LiveServer, last_line, start_server
 from tests.e2e.test_mcp_client import connect, run
 from tests.witnesses import database_rows
 
@@ -85,14 +85,15 @@ def data_server(tmp_path_factory) -> Iterator[tuple[LiveServer, dict[str, str]]]
     graph = tmp / "ops.yaml"
     graph.write_text(OPERATOR_GRAPH.format(port=_closed_port()))
     (tmp / "server").mkdir()
-    for server in start_server(Path(tmp / "server")):
-        _manage(server.env, "import_graph", str(graph))
-        keys = {
-            "a": create_key(server, "alice", BUILDER_SCOPES),
-            "b": create_key(server, "mallory", BUILDER_SCOPES),
-            "reader": create_key(server, "auditor", BUILDER_SCOPES + ",runs:read"),
-        }
-        yield server, keys
+    keys = {"a": ("alice", BUILDER_SCOPES), "b": ("mallory", BUILDER_SCOPES),
+            "reader": ("auditor", BUILDER_SCOPES + ",runs:read")}  # fmt: skip
+    commands = [
+        ("import_graph", str(graph)),
+        *(("create_api_key", "--name", name, "--scopes", scopes) for name, scopes in keys.values()),
+    ]
+    for server in start_server(Path(tmp / "server"), commands):
+        made = dict(zip(keys, map(last_line, server.printed[1:]), strict=True))
+        yield server, made
 
 
 def _text(result) -> str:

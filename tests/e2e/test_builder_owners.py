@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import ROOT, LiveServer, _manage, create_key, start_server
+from tests.e2e.conftest import ROOT, LiveServer, create_key, last_line, start_server
 from tests.e2e.test_mcp_client import connect, run
 from tests.witnesses import Listener, database_rows
 
@@ -82,11 +82,17 @@ def owned_server(tmp_path_factory) -> Iterator[tuple[LiveServer, str, Listener, 
     graph.write_text(OPERATOR_GRAPH.format(port=listener.port))
     (tmp / "server").mkdir()
     # The operator allows loopback, so the egress policy is not what stops the agent here.
+    commands = [
+        ("import_graph", str(graph)),
+        ("create_api_key", "--name", "agent", "--scopes", HOSTILE_SCOPES),
+    ]
     for server in start_server(
-        tmp / "server", EGRESS_ALLOWED_NETWORKS="127.0.0.0/8", BUILDER_MAX_DECLARED_SERVERS="5"
+        tmp / "server",
+        commands,
+        EGRESS_ALLOWED_NETWORKS="127.0.0.0/8",
+        BUILDER_MAX_DECLARED_SERVERS="5",
     ):
-        _manage(server.env, "import_graph", str(graph))
-        hostile = create_key(server, "agent", HOSTILE_SCOPES)
+        hostile = last_line(server.printed[1])
         yield server, hostile, listener, tmp
     listener.close()
 

@@ -52,14 +52,13 @@ def server(tmp_path_factory) -> Iterator[LiveServer]:
     graph = tmp / "victim.yaml"
     graph.write_text(SHORT_GRAPH)
     (tmp / "server").mkdir()
-    for live in start_server(
+    yield from start_server(
         tmp / "server",
+        [("import_graph", str(graph))],
         EGRESS_ALLOWED_NETWORKS="127.0.0.0/8",
         GRAPHS_DIRECT_RUN_THREADS=str(THREADS),
         GRAPHS_RUN_THREADS_PER_CALLER=str(SHARE),
-    ):
-        _manage(live.env, "import_graph", str(graph))
-        yield live
+    )
 
 
 # A builder's key: drafts and tests, no publishing.

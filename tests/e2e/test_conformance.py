@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
+from contextlib import ExitStack
 
 import pytest
 
-from tests.e2e.conftest import ROOT, start_server
+from tests.e2e.conftest import ROOT, LiveServer, _database_url, start_together
 
 # A whole run of 0.2.0 "all" takes about 15 s; the suite's own limit (below) comes first.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -57,17 +59,35 @@ def conformance(url: str, version: str, selector: str, tmp_path) -> subprocess.C
 
 
 @pytest.fixture(scope="module")
-def default_server(tmp_path_factory):
-    yield from start_server(tmp_path_factory.mktemp("conformance-default"), **ANONYMOUS)
+def servers(tmp_path_factory) -> Iterator[tuple[LiveServer, LiveServer]]:
+    """The default server and the one with the fixtures, started at the same time (on
+    PostgreSQL), each on a database of its own."""
+    folders = [tmp_path_factory.mktemp(f"conformance-{name}") for name in ("default", "fixtures")]
+    with ExitStack() as stack:
+        default, fixtures = start_together(
+            stack,
+            (folders[0], [], {"DATABASE_URL": _database_url(folders[0]), **ANONYMOUS}),
+            (
+                folders[1],
+                [],
+                {
+                    "DATABASE_URL": _database_url(folders[1], "e2e_fixtures"),
+                    **FIXTURES,
+                    **ANONYMOUS,
+                },
+            ),
+        )
+        yield default, fixtures
 
 
 @pytest.fixture(scope="module")
-def fixture_server(tmp_path_factory):
-    yield from start_server(
-        tmp_path_factory.mktemp("conformance-fixtures"),
-        **FIXTURES,
-        **ANONYMOUS,
-    )
+def default_server(servers) -> LiveServer:
+    return servers[0]
+
+
+@pytest.fixture(scope="module")
+def fixture_server(servers) -> LiveServer:
+    return servers[1]
 
 
 @pytest.mark.parametrize(("version", "scenario"), NO_FIXTURE_SCENARIOS)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import LiveServer, _manage, start_server
+from tests.e2e.conftest import LiveServer, start_server
 from tests.peers import npx_offline_env, require_npm_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,8 +23,10 @@ def demo_server(tmp_path_factory) -> Iterator[tuple[LiveServer, str]]:
     require_npm_server("@modelcontextprotocol/server-filesystem")
     # npx starts the copy the install script cached, offline (the server's stdio children
     # inherit these).
-    for server in start_server(tmp_path_factory.mktemp("first-run"), **npx_offline_env()):
-        printed = _manage(server.env, "setup_demo")
+    for server in start_server(
+        tmp_path_factory.mktemp("first-run"), [("setup_demo",)], **npx_offline_env()
+    ):
+        printed = server.printed[0]
         key = re.search(r"Demo API key[^:]*: (sy_\S+)", printed)
         assert key, printed
         yield server, key.group(1)

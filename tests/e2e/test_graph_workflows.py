@@ -71,9 +71,11 @@ def graph_server(tmp_path_factory) -> Iterator[tuple[LiveServer, Path]]:
     for name, value in npx_offline_env().items():
         os.environ.setdefault(name, value)
     (tmp / "server").mkdir()
-    for server in start_server(tmp / "server", **npx_offline_env()):
-        for graph in (files / "count_files.yaml", LOOPS, files / "echo.yaml"):
-            _manage(server.env, "import_graph", str(graph))
+    commands = [
+        ("import_graph", str(graph))
+        for graph in (files / "count_files.yaml", LOOPS, files / "echo.yaml")
+    ]
+    for server in start_server(tmp / "server", commands, **npx_offline_env()):
         yield server, counting
 
 

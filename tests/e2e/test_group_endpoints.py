@@ -65,9 +65,11 @@ QUIET_SECONDS = 4.5
 @pytest.fixture(scope="module")
 def group_server(tmp_path_factory) -> Iterator[tuple[LiveServer, Path]]:
     tmp = tmp_path_factory.mktemp("groups")
-    for server in start_server(tmp):
-        import_graph(server, tmp, "alpha", ALPHA)
-        import_graph(server, tmp, "beta", BETA)
+    commands = []
+    for name, text in (("alpha", ALPHA), ("beta", BETA)):
+        (tmp / f"{name}.yaml").write_text(text)
+        commands.append(("import_graph", str(tmp / f"{name}.yaml")))
+    for server in start_server(tmp, commands):
         yield server, tmp
 
 

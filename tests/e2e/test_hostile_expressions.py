@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import anyio
 import pytest
 
-from tests.e2e.conftest import LiveServer, _manage, start_server
+from tests.e2e.conftest import LiveServer, start_server
 from tests.e2e.test_mcp_client import connect, run
 
 pytestmark = pytest.mark.slow
@@ -51,9 +51,7 @@ def hostile_server(tmp_path_factory) -> Iterator[LiveServer]:
     graph = tmp / "hostile.yaml"
     graph.write_text(GRAPH)
     (tmp / "server").mkdir()
-    for server in start_server(tmp / "server"):
-        _manage(server.env, "import_graph", str(graph))
-        yield server
+    yield from start_server(tmp / "server", [("import_graph", str(graph))])
 
 
 def while_others_ask(server: LiveServer, name: str, arguments: dict, calls: int = 5):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 import anyio
@@ -15,7 +16,7 @@ from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.types import Implementation
 
-from tests.e2e.conftest import LiveServer, _database_url, needs_redis, start_server
+from tests.e2e.conftest import LiveServer, _database_url, needs_redis, start_together
 from tests.e2e.test_mcp_client import run
 
 pytestmark = [pytest.mark.slow, needs_redis]
@@ -40,17 +41,13 @@ def instances(tmp_path_factory) -> Iterator[Pair]:
         "DATABASE_URL": _database_url(tmp_path_factory.mktemp("sse"), "sse"),
         "REDIS_URL": redis_url,
     }
-    first = start_server(tmp_path_factory.mktemp("a"), **shared)
-    second = start_server(tmp_path_factory.mktemp("b"), **shared)
-    a = next(first)
-    try:
-        b = next(second)
-        try:
-            yield Pair(a, b)
-        finally:
-            second.close()
-    finally:
-        first.close()
+    with ExitStack() as stack:
+        a, b = start_together(
+            stack,
+            (tmp_path_factory.mktemp("a"), [], shared),
+            (tmp_path_factory.mktemp("b"), [], shared),
+        )
+        yield Pair(a, b)
 
 
 def _rpc(method: str, request_id: int | None = None, params: dict | None = None) -> dict:

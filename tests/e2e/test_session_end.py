@@ -27,7 +27,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.e2e.conftest import LiveServer, _database_url, _manage, needs_redis, start_server
+from tests.e2e.conftest import LiveServer, _database_url, needs_redis, start_server
 from tests.e2e.test_queued_runs import (
     GRAPH,
     NAP_TWICE,
@@ -73,7 +73,6 @@ def _start(stack: ExitStack, tmp: Path, mode: str, redis_server: str | None) -> 
         settings["CELERY_BROKER_URL"] = f"{redis_server}/{BROKER_DATABASE}"
         # The worker sees a cancel asked from the web process at its next heartbeat.
         settings["GRAPHS_HEARTBEAT_SECONDS"] = "0.3"
-    server = stack.enter_context(contextmanager(start_server)(tmp, **settings))
     graph = tmp / "graph.yaml"
     graph.write_text(
         GRAPH.format(
@@ -82,7 +81,8 @@ def _start(stack: ExitStack, tmp: Path, mode: str, redis_server: str | None) -> 
             nap_twice=NAP_TWICE.rstrip(),
         )
     )
-    _manage(server.env, "import_graph", str(graph))
+    commands = [("import_graph", str(graph))]
+    server = stack.enter_context(contextmanager(start_server)(tmp, commands, **settings))
     if mode == "queued":
         worker_args = ["worker", "--concurrency", "1", "--hostname", "session-end-tests@%h",
                        "--without-gossip", "--without-mingle"]  # fmt: skip

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from tests.e2e.conftest import _database_url, _manage, needs_redis, start_server
+from tests.e2e.conftest import _database_url, needs_redis, start_server
 from tests.e2e.test_queued_runs import _celery, _running
 from tests.peers import ECHO_SERVER
 
@@ -71,8 +71,8 @@ def test_a_queued_run_continues_the_callers_trace_on_its_worker(tmp_path):
         "GRAPHS_RUN_WAIT_SECONDS": "30",
     }
     (tmp_path / "web").mkdir()
-    with contextmanager(start_server)(tmp_path / "web", **settings) as web:
-        _manage(web.env, "import_graph", str(graph))
+    commands = [("import_graph", str(graph))]
+    with contextmanager(start_server)(tmp_path / "web", commands, **settings) as web:
         worker_args = ["worker", "--concurrency", "1", "--hostname", "traced-tests@%h",
                        "--without-gossip", "--without-mingle"]  # fmt: skip
         worker_log = tmp_path / "worker.log"
