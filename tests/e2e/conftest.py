@@ -263,6 +263,15 @@ def live_mcp(tmp_path_factory) -> Iterator[LiveServer]:
     yield from start_server(tmp, DATABASE_URL=_database_url(tmp, "live"))
 
 
+@pytest.fixture(scope="session")
+def queued_stack(tmp_path_factory):
+    """The web servers in queued mode (with a Celery worker and beat) and in direct mode of
+    test_queued_runs.py, which test_long_calls.py uses too: started once for both."""
+    from tests.e2e.test_queued_runs import start_stack
+
+    yield from start_stack(tmp_path_factory)
+
+
 # The tests of several instances sharing Redis, and of Celery workers on a Redis broker: on
 # the embedded default (no REDIS_URL) there may be no Redis to reach, so they skip, saying why.
 needs_redis = pytest.mark.skipif(

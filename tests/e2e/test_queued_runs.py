@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from tests.e2e.conftest import (
     _manage,
     needs_redis,
     start_server,
+    start_together,
 )
 from tests.e2e.test_mcp_client import connect, run
 from tests.peers import ECHO_SERVER
@@ -127,7 +129,15 @@ def _running(process: subprocess.Popen) -> Iterator[subprocess.Popen]:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory) -> Iterator[Stack]:
+def stack(queued_stack: Stack) -> Stack:
+    """The stack, started once for this module and test_long_calls.py (tests/e2e/conftest.py):
+    its four processes take 8 to 10 s to start."""
+    return queued_stack
+
+
+def start_stack(tmp_path_factory) -> Iterator[Stack]:
+    """The queued server with its worker and beat, and the direct server beside it (the two
+    started at the same time), on one database; stopped afterwards."""
     import redis
 
     redis.Redis.from_url(BROKER).flushdb()  # no task left over from an earlier session
@@ -145,10 +155,21 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
     database_url = _database_url(tmp, "queued")
     common = {**SETTINGS, "DATABASE_URL": database_url}
     with ExitStack() as stack:
-        queued = stack.enter_context(
-            contextmanager(start_server)(tmp / "queued", EXECUTION_MODE="queued", **common)
+        # One key's twelve runs at once (test_long_calls) may hold every run thread on the
+        # direct server: a key's share of them is tested in test_builder_recursion.
+        queued, direct = start_together(
+            stack,
+            (
+                tmp / "queued",
+                [("import_graph", str(graph))],
+                {"EXECUTION_MODE": "queued", **common},
+            ),
+            (
+                tmp / "direct",
+                [],
+                {"EXECUTION_MODE": "direct", "GRAPHS_RUN_THREADS_PER_CALLER": "16", **common},
+            ),
         )
-        _manage(queued.env, "import_graph", str(graph))
         _execute(
             database_url,
             "UPDATE graphs_workflow SET retry_on_worker_loss = %s WHERE name = %s",
@@ -157,23 +178,19 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
         )
         worker_args = ["worker", "--concurrency", "1", "--hostname", "queued-tests@%h",
                        "--without-gossip", "--without-mingle"]  # fmt: skip
-        worker = stack.enter_context(
-            _running(_celery(queued.env, tmp / "worker.log", *worker_args, ready="ready."))
-        )
         beat_args = ["beat", "--schedule", str(tmp / "beat-schedule"), "--max-interval", "1"]
-        stack.enter_context(
-            _running(_celery(queued.env, tmp / "beat.log", *beat_args, ready="beat: Starting"))
-        )
-        # One key's twelve runs at once (test_long_calls) may hold every run thread here: a
-        # key's share of them is tested in test_builder_recursion.
-        direct = stack.enter_context(
-            contextmanager(start_server)(
-                tmp / "direct",
-                EXECUTION_MODE="direct",
-                GRAPHS_RUN_THREADS_PER_CALLER="16",
-                **common,
-            )
-        )
+        # The worker and beat start at the same time (each takes seconds).
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            started = [
+                pool.submit(_celery, queued.env, tmp / "worker.log", *worker_args, ready="ready."),
+                pool.submit(
+                    _celery, queued.env, tmp / "beat.log", *beat_args, ready="beat: Starting"
+                ),
+            ]
+        for process in started:
+            if process.exception() is None:  # stopped with the stack, even if the other failed
+                stack.enter_context(_running(process.result()))
+        worker, _ = (process.result() for process in started)
         yield Stack(queued, direct, worker, database_url)
 
 
