@@ -263,10 +263,11 @@ def live_mcp(tmp_path_factory) -> Iterator[LiveServer]:
     yield from start_server(tmp, DATABASE_URL=_database_url(tmp, "live"))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def queued_stack(tmp_path_factory):
     """The web servers in queued mode (with a Celery worker and beat) and in direct mode of
-    test_queued_runs.py, which test_long_calls.py uses too: started once for both."""
+    test_queued_runs.py, which test_long_calls.py uses too: started once for both, stopped
+    with the last test of tests/e2e."""
     from tests.e2e.test_queued_runs import start_stack
 
     yield from start_stack(tmp_path_factory)
