@@ -168,7 +168,7 @@ def manage_all(env: dict[str, str], commands: Sequence[Sequence[str]]) -> list[s
         return []
     result = subprocess.run(
         [sys.executable, "-c", _MANAGE_ALL, json.dumps([list(command) for command in commands])],
-        cwd=ROOT, env=env, capture_output=True, text=True,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
