@@ -49,6 +49,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 # This file is bench/graphs.py: keep it from shadowing the `graphs` app.
@@ -323,8 +324,10 @@ def _ensure_database(url: str) -> None:
     """Create the PostgreSQL database if missing; say what to do when there is no server."""
     import psycopg
 
-    name = url.rsplit("/", 1)[1]
-    server = url.rsplit("/", 1)[0] + "/postgres"
+    # The database's name is the URL's path; its query (libpq options, say) is not part of it.
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    server = urlunsplit(parts._replace(path="/postgres", query=""))
     try:
         with psycopg.connect(server, autocommit=True, connect_timeout=5) as connection:
             exists = connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
