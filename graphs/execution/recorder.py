@@ -176,10 +176,11 @@ def run_id_reserve() -> int:
     return run_id_reserve()
 
 
-def _run_values(run: Run, names: Collection[str] | None = None) -> dict[str, Any]:
-    """The run's fields (those of `names`, else all) by column, as the database takes them."""
+def _run_values(
+    run: Run, database: BaseDatabaseWrapper, names: Collection[str] | None = None
+) -> dict[str, Any]:
+    """The run's fields (those of `names`, else all) by column, as `database` takes them."""
     fields = [field for field in Run._meta.concrete_fields if names is None or field.name in names]
-    database = _database()
     # A concrete field always has its column (the stubs allow None for the others).
     return {
         cast(str, field.column): field.get_db_prep_save(getattr(run, field.attname), database)
@@ -189,9 +190,10 @@ def _run_values(run: Run, names: Collection[str] | None = None) -> dict[str, Any
 
 def run_insert(run: Run) -> Statement:
     """The run's row, every field as it stands (its outcome too, once set)."""
-    values = _run_values(run)
+    database = _database()
+    values = _run_values(run, database)
     return Statement(
-        f"INSERT INTO {Run._meta.db_table} ({_names(values, _database())}) "
+        f"INSERT INTO {Run._meta.db_table} ({_names(values, database)}) "
         f"VALUES ({', '.join(['%s'] * len(values))})",
         list(values.values()),
     )
@@ -199,8 +201,9 @@ def run_insert(run: Run) -> Statement:
 
 def run_update(run: Run, names: Collection[str]) -> Statement:
     """The run's row's `names` fields set as they stand on `run`."""
-    values = _run_values(run, names)
-    quote = _database().ops.quote_name
+    database = _database()
+    values = _run_values(run, database, names)
+    quote = database.ops.quote_name
     sets = ", ".join(f"{quote(column)} = %s" for column in values)
     return Statement(
         f"UPDATE {Run._meta.db_table} SET {sets} WHERE id = %s", [*values.values(), run.pk]
